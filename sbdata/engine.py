@@ -1,0 +1,363 @@
+"""The selection engine: the one place where batches are scored, selected, pooled and emitted.
+
+Front ends (:class:`~sbdata.SBLoader`, :class:`~sbdata.SBCollator`, ``sbdata.nodes.SBSelector``,
+``sbdata.wds.sb_select``) only feed it loader batches and hand on what it emits; see ``docs/design.md``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from . import _batch
+from .pool import Pool
+from .registry import resolve_policy
+from .schedule import Schedule
+from .scoring import ScoreContext, Scorer
+from .stats import SBStats, StatsTracker
+
+__all__ = ["SelectionEngine"]
+
+NAN_POLICIES = ("raise", "drop", "keep")
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    for tensor in (*model.parameters(), *model.buffers()):
+        return tensor.device
+    return torch.device("cpu")
+
+
+def _make_generator(generator: torch.Generator | int | None, device: torch.device) -> torch.Generator:
+    if isinstance(generator, torch.Generator):
+        if generator.device.type != device.type:
+            raise ValueError(
+                f"generator is on {generator.device} but scoring runs on {device}: create it with "
+                f"torch.Generator(device='{device}') or pass an int seed"
+            )
+        return generator
+    if generator is not None and (isinstance(generator, bool) or not isinstance(generator, int)):
+        raise TypeError(f"generator must be a torch.Generator, an int seed or None, got {type(generator).__name__}")
+    made = torch.Generator(device=device)
+    made.manual_seed(0 if generator is None else generator)
+    return made
+
+
+class SelectionEngine:
+    """Scores loader batches with the live model and emits the selected samples.
+
+    Per loader batch (see ``docs/design.md``): count the step and ask the schedule; move tensor fields to the
+    scoring device; on a plain step emit the whole batch; on an SB step split it, score it with no side effects,
+    let the policy choose, take the same samples from every field, and emit the subset, or, with ``batch_size``,
+    add it to a pool that emits batches of exactly ``batch_size``.
+
+    Args:
+        model: the live ``nn.Module`` being trained (scored in place, never copied).
+        loss_fn: per-sample loss, called as ``loss_fn(outputs, targets, reduction='none')``, or a loss module.
+        keep: share of each SB batch to keep, in (0, 1]. Default 0.5. For ``"history"`` it sets
+            ``beta = 1/keep - 1``.
+        policy: ``"topk"``, ``"rank"``, ``"random"``, ``"history"`` or a :class:`SelectionPolicy`. Default ``"topk"``.
+        schedule: a :class:`Schedule`; None selects on every batch. Default None.
+        scale_factor: downsampling of the inputs for scoring only, in (0, 1]. Default 1.
+        device: scoring device; None uses the model's. Tensor fields are moved there. Default None.
+        score_mode: ``"eval"`` or ``"train"`` (batch statistics, buffers restored). Default ``"eval"``.
+        autocast_dtype: dtype for ``torch.autocast`` around the scoring pass; None disables. Default None.
+        split: ``split(batch) -> (inputs, targets)``; default takes a 2-sequence or ``input``/``target`` keys.
+        forward: ``forward(model, inputs) -> outputs``; default ``model(inputs)``.
+        reduce: ``reduce(losses, targets) -> (B,)`` for losses with extra dims; default mean over them.
+        generator: ``torch.Generator`` on the scoring device, or an int seed; None seeds 0. Default None.
+        nan_policy: for non-finite losses, ``"raise"`` (naming the positions; reads one flag per SB step),
+            ``"drop"`` (never keep them; one sync) or ``"keep"`` (treat them as the hardest; no sync).
+            Default ``"raise"``.
+        batch_size: emit SB batches of exactly this many samples through a pool; None emits each subset as it
+            is. Default None.
+        drop_last: with ``batch_size``, drop the short last batch of an epoch. Default False.
+        return_weights: emit ``(batch, weights)`` where ``(weights * per_sample_loss).sum()`` estimates the
+            candidates' mean loss without bias; not available with ``"topk"``. Default False.
+        id_key: where a batch keeps per-sample ids (a mapping key, a tuple position or ``callable(batch)``),
+            needed by id-keyed policies. Default None.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        loss_fn: Any,
+        *,
+        keep: float | None = None,
+        policy: Any = "topk",
+        schedule: Schedule | None = None,
+        scale_factor: float = 1.0,
+        device: torch.device | str | None = None,
+        score_mode: str = "eval",
+        autocast_dtype: torch.dtype | None = None,
+        split: Callable[[Any], tuple[Any, Any]] | None = None,
+        forward: Callable[[nn.Module, Any], Any] | None = None,
+        reduce: Callable[[torch.Tensor, Any], torch.Tensor] | None = None,
+        generator: torch.Generator | int | None = None,
+        nan_policy: str = "raise",
+        batch_size: int | None = None,
+        drop_last: bool = False,
+        return_weights: bool = False,
+        id_key: str | int | Callable[[Any], Any] | None = None,
+    ) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model must be the torch.nn.Module being trained, got {type(model).__name__}")
+        self.keep_given = keep is not None
+        keep = 0.5 if keep is None else keep
+        if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep <= 1:
+            raise ValueError(f"keep must be in (0, 1] (the share of each batch to train on), got {keep!r}")
+        if schedule is not None and not callable(getattr(schedule, "is_active", None)):
+            raise TypeError(f"schedule must be a sbdata.Schedule or None, got {type(schedule).__name__}")
+        if nan_policy not in NAN_POLICIES:
+            raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
+        if batch_size is not None and (
+            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
+        ):
+            raise ValueError(f"batch_size must be an int >= 1 (samples per output batch) or None, got {batch_size!r}")
+        if drop_last and batch_size is None:
+            raise ValueError("drop_last=True applies to the pooled path only: pass batch_size= as well, or drop it")
+        if split is not None and not callable(split):
+            raise TypeError(f"split must be callable(batch) -> (inputs, targets), got {type(split).__name__}")
+        if id_key is not None and not isinstance(id_key, (str, int)) and not callable(id_key):
+            raise TypeError(f"id_key must be a key, a position or callable(batch), got {type(id_key).__name__}")
+        self.model = model
+        self.keep = float(keep)
+        self.policy = resolve_policy(policy)
+        self.schedule = schedule if schedule is not None else Schedule()
+        self.scorer = Scorer(
+            loss_fn,
+            forward=forward,
+            reduce=reduce,
+            score_mode=score_mode,
+            scale_factor=scale_factor,
+            autocast_dtype=autocast_dtype,
+        )
+        self.device = torch.device(device) if device is not None else _model_device(model)
+        self.generator = _make_generator(generator, self.device)
+        self.split = split if split is not None else _batch.default_split
+        self.nan_policy = nan_policy
+        self.batch_size = batch_size
+        self.drop_last = bool(drop_last)
+        self.return_weights = bool(return_weights)
+        self.id_key = id_key
+        if self.return_weights and not self.policy.weighted:
+            raise ValueError(
+                f"return_weights=True needs a sampling policy, but {self.policy!r} is deterministic: samples below "
+                "its cut have probability 0, so no unbiased weight exists; use policy='rank', 'random' or 'history'"
+            )
+        self.policy.bind(self)
+        first = next(model.parameters(), None)
+        self._anchored = first is not None and first.device == self.device  # guard only what was true at the start
+        self.pool = Pool(batch_size) if batch_size is not None else None
+        self.tracker = StatsTracker()
+        self._ready: deque[Any] = deque()
+        self._step = 0
+        self._epoch_step = 0
+        self._exhausted = False
+
+    # ----------------------------------------------------------------- driving
+    @property
+    def step(self) -> int:
+        """Loader batches consumed over all epochs (the schedule's clock)."""
+        return self._step
+
+    @property
+    def epoch_step(self) -> int:
+        """Loader batches consumed in the current epoch."""
+        return self._epoch_step
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether the current epoch's source has run out (what is held may still be emitted)."""
+        return self._exhausted
+
+    @property
+    def stats(self) -> SBStats:
+        return self.tracker.snapshot()
+
+    @property
+    def pending(self) -> int:
+        """Samples held between loader batches: in the pool and in emitted batches not yet handed on."""
+        held = sum(_batch.batch_size(self._unwrap(out)) or 0 for out in self._ready)
+        return held + (len(self.pool) if self.pool is not None else 0)
+
+    def begin_epoch(self) -> None:
+        """Start a fresh epoch: reset the in-epoch batch index and drop anything left from an abandoned epoch."""
+        self._epoch_step = 0
+        self._exhausted = False
+        self._ready.clear()
+        if self.pool is not None:
+            self.pool.clear()
+
+    def next_output(self, source: Iterator[Any]) -> Any:
+        """The next batch to train on, pulling loader batches from ``source`` as needed.
+
+        Raises:
+            StopIteration: when ``source`` is exhausted and everything held has been emitted.
+        """
+        while not self._ready:
+            if self._exhausted:
+                raise StopIteration
+            try:
+                batch = next(source)
+            except StopIteration:
+                self._exhausted = True
+                self._flush()
+                continue
+            self.push(batch)
+        return self._ready.popleft()
+
+    def iterate(self, source: Iterator[Any]) -> Iterator[Any]:
+        """Generator form of :meth:`next_output`, for front ends that are generators."""
+        while True:
+            try:
+                out = self.next_output(source)
+            except StopIteration:
+                return
+            yield out
+
+    def process(self, batch: Any) -> Any:
+        """Consume one loader batch and return the one batch it yields (the unpooled path, e.g. a collate_fn).
+
+        Unlike :meth:`next_output`, a batch from which nothing was kept comes back empty rather than skipped.
+        """
+        if self.pool is not None:
+            raise ValueError("process() yields one batch per loader batch; it cannot serve the pooled batch_size= path")
+        self.push(batch, emit_empty=True)
+        return self._ready.popleft()
+
+    # ----------------------------------------------------------------- one batch
+    def push(self, batch: Any, emit_empty: bool = False) -> None:
+        """Consume one loader batch; whatever it completes is queued for :meth:`next_output`.
+
+        In the unpooled path a batch from which nothing was kept emits nothing, unless ``emit_empty``.
+        """
+        anchor = next(self.model.parameters(), None)
+        if anchor is not None and self._anchored and anchor.device != self.device:
+            raise RuntimeError(
+                f"the model moved to {anchor.device} after the engine was built for {self.device}: build the "
+                "loader after model.to(device), or pass device="
+            )
+        n = _batch.batch_size(batch)
+        if n is None:
+            raise ValueError(f"batch of type {type(batch).__name__} has no field with a batch dimension")
+        active = self.schedule.is_active(self._step, self._epoch_step)
+        self._step += 1
+        self._epoch_step += 1
+        self.tracker.steps += 1
+        self.tracker.samples_seen += n
+        batch = _batch.to_device(batch, self.device)
+        if not active or n == 0:
+            self._emit(batch, n, None if n == 0 else torch.full((n,), 1.0 / n, device=self.device))
+            return
+        started = time.perf_counter()
+        subset, kept, ratio, candidates, expected = self._select(batch, n)
+        self.tracker.scoring_seconds += time.perf_counter() - started
+        if self.pool is None:
+            if kept or emit_empty:
+                weights = None if ratio is None else ratio / (expected * candidates)
+                self._emit(subset, kept, weights)
+            return
+        self.pool.add((subset, ratio), kept)
+        while (full := self.pool.pop_full()) is not None:
+            self._emit(full[0], self.batch_size, None if full[1] is None else full[1] / self.batch_size)
+
+    def _select(self, batch: Any, n: int) -> tuple[Any, int, torch.Tensor | None, int, Any]:
+        self.tracker.sb_steps += 1
+        self.tracker.samples_scored += n
+        inputs, targets = self.split(batch)
+        losses = self.scorer(self.model, inputs, targets, n, self.device)
+        context = ScoreContext(
+            inputs, targets, self._ids(batch), n, self.device,
+            score=lambda other: self.scorer(other, inputs, targets, n, self.device),
+        )  # fmt: skip
+        scores = self.policy.adjust(losses, context)
+        candidates, scores = self._screen(scores)
+        if candidates is not None:
+            losses = losses.index_select(0, candidates)
+        if scores.shape[0] == 0:  # every loss was non-finite and nan_policy='drop'
+            nothing = torch.empty(0, dtype=torch.long, device=self.device)
+            ratio = nothing.to(torch.float32) if self.return_weights else None
+            return _batch.select(batch, nothing), 0, ratio, 0, 1.0
+        selection = self.policy.select(scores, self.keep, self.generator)
+        self.tracker.record_selection(losses, selection.index)
+        index = selection.index if candidates is None else candidates.index_select(0, selection.index)
+        ratio = selection.expected / selection.prob if self.return_weights else None
+        return _batch.select(batch, index), index.shape[0], ratio, scores.shape[0], selection.expected
+
+    def _screen(self, scores: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
+        finite = torch.isfinite(scores)
+        if self.nan_policy == "keep":
+            return None, torch.where(finite, scores, torch.inf)
+        if self.nan_policy == "drop":
+            candidates = torch.nonzero(finite).squeeze(1)
+            return candidates, scores.index_select(0, candidates)
+        if not bool(finite.all()):
+            positions = torch.nonzero(~finite).squeeze(1).tolist()
+            raise ValueError(
+                f"non-finite loss at batch positions {positions[:20]} of loader batch {self._step - 1}: fix the data "
+                "or the model, or pass nan_policy='drop' to skip such samples or 'keep' to treat them as the hardest"
+            )
+        return None, scores
+
+    def _ids(self, batch: Any) -> Any:
+        if self.id_key is None:
+            return None
+        if callable(self.id_key):
+            return self.id_key(batch)
+        try:
+            return batch[self.id_key]
+        except (KeyError, IndexError, TypeError):
+            found = sorted(map(str, batch)) if isinstance(batch, Mapping) else f"{type(batch).__name__}"
+            raise ValueError(
+                f"id_key={self.id_key!r} is not in the batch ({found}); pass the key of the id field"
+            ) from None
+
+    def _emit(self, batch: Any, size: int, weights: torch.Tensor | None) -> None:
+        self.tracker.samples_yielded += size
+        self._ready.append((batch, weights) if self.return_weights else batch)
+
+    def _unwrap(self, out: Any) -> Any:
+        return out[0] if self.return_weights else out
+
+    def _flush(self) -> None:
+        if self.pool is None:
+            return
+        rest = self.pool.pop_rest()
+        if rest is None:
+            return
+        if self.drop_last:
+            return
+        subset, ratio = rest
+        self._emit(subset, _batch.batch_size(subset) or 0, None if ratio is None else ratio / self.batch_size)
+
+    # ----------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: clock, generator, policy, pool, queued outputs and stats."""
+        return {
+            "step": self._step,
+            "epoch_step": self._epoch_step,
+            "exhausted": self._exhausted,
+            "generator": self.generator.get_state(),
+            "policy": self.policy.state_dict(),
+            "pool": None if self.pool is None else self.pool.state_dict(),
+            "ready": list(self._ready),
+            "stats": self.tracker.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if (state["pool"] is None) != (self.pool is None):
+            raise ValueError("state was saved with a different batch_size setting (pooled vs unpooled)")
+        self._step = int(state["step"])
+        self._epoch_step = int(state["epoch_step"])
+        self._exhausted = bool(state["exhausted"])
+        self.generator.set_state(state["generator"])
+        self.policy.load_state_dict(state["policy"])
+        if self.pool is not None:
+            self.pool.load_state_dict(state["pool"])
+        self._ready = deque(state["ready"])
+        self.tracker.load_state_dict(state["stats"])

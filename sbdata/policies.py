@@ -1,0 +1,183 @@
+"""Selection policies: which samples of a scored batch to keep.
+
+Every policy maps per-sample scores (losses, or reducible losses) of shape (N,) on the scoring device to a
+:class:`Selection`: the kept indices in ascending order, and for sampling policies the inclusion probability of
+each kept sample, from which the engine derives importance weights. Random policies draw only from the
+``torch.Generator`` they are given, on the scores' device; the global RNGs are never touched.
+
+The fixed-count policies (:class:`TopK`, :class:`RankWeighted`, :class:`RandomK`) keep ``keep_count(keep, N)``
+samples, a number known on the host, so they run with no host-device synchronisation.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import torch
+
+__all__ = [
+    "RandomK",
+    "RankWeighted",
+    "Selection",
+    "SelectionPolicy",
+    "TopK",
+    "gumbel_top_k",
+    "keep_count",
+    "rank_log_weights",
+]
+
+
+def keep_count(keep: float, n: int) -> int:
+    """Samples kept from ``n`` candidates: ``ceil(keep * n)``, at least 1 (0 for an empty batch), at most ``n``.
+
+    A tolerance of 1e-9 absorbs float error, so ``keep_count(0.3, 10) == 3``.
+    """
+    if n == 0:
+        return 0
+    return min(n, max(1, math.ceil(keep * n - 1e-9)))
+
+
+def rank_log_weights(scores: torch.Tensor, keep: float) -> torch.Tensor:
+    """Log of Composer's unnormalised sampling weight for each sample.
+
+    The sample of ascending rank ``r`` (0 = lowest score, ties by index) among ``N`` has weight
+    ``((r + 0.5) / N) ** (1 / keep - 1)``, as in Composer's ``select_using_loss``.
+    """
+    n = scores.shape[0]
+    order = torch.sort(scores, stable=True).indices
+    ranks = torch.empty_like(order)
+    ranks[order] = torch.arange(n, device=scores.device)
+    return (1.0 / keep - 1.0) * torch.log((ranks.to(torch.float32) + 0.5) / n)
+
+
+def gumbel_top_k(
+    log_weight: torch.Tensor, k: int, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample ``k`` of ``N`` without replacement, with probability proportional to ``exp(log_weight)``.
+
+    Gumbel-top-k: the k largest of ``log_weight + Gumbel noise`` are distributed as k successive draws without
+    replacement (``np.random.choice(replace=False, p=...)``). Returns the indices in ascending order and, for
+    each, its inclusion probability conditional on the (k+1)-th largest key (priority sampling, Kool et al.
+    2019), so that ``sum(value[i] / prob[i])`` over the sample is an unbiased estimate of ``sum(value)``.
+    """
+    n = log_weight.shape[0]
+    noise = torch.empty(n, device=log_weight.device, dtype=torch.float32).exponential_(generator=generator)
+    keys = log_weight - torch.log(noise)  # log-weight plus standard Gumbel noise
+    top = torch.topk(keys, min(k + 1, n))
+    index = top.indices[:k]
+    if k < n:
+        prob = -torch.expm1(-torch.exp(log_weight[index] - top.values[k]))
+    else:
+        prob = torch.ones(k, device=log_weight.device)
+    order = torch.sort(index)
+    return order.values, prob[order.indices]
+
+
+class Selection(NamedTuple):
+    """What a policy kept from one batch of N candidates.
+
+    Attributes:
+        index: (k,) int64 kept positions, ascending, on the scores' device.
+        prob: (k,) float inclusion probability of each kept sample, or None for deterministic policies.
+        expected: expected kept fraction of this batch, a float or a 0-dim tensor.
+    """
+
+    index: torch.Tensor
+    prob: torch.Tensor | None
+    expected: float | torch.Tensor
+
+
+class SelectionPolicy:
+    """Interface of a selection policy.
+
+    Subclasses implement :meth:`select`; stateful ones also :meth:`state_dict`/:meth:`load_state_dict`.
+    A policy object holds per-run state: give each loader its own.
+    """
+
+    name: str = "policy"
+
+    @property
+    def fixed_count(self) -> bool:
+        """True when the policy keeps exactly ``keep_count(keep, N)`` samples (no host sync needed)."""
+        return True
+
+    @property
+    def weighted(self) -> bool:
+        """True when inclusion probabilities exist, so unbiased importance weights can be given."""
+        return True
+
+    def bind(self, engine: Any) -> None:
+        """Check the engine's options once, at construction; raise ValueError on a misuse."""
+
+    def adjust(self, losses: torch.Tensor, context: Any) -> torch.Tensor:
+        """Turn per-sample losses into the scores the policy ranks (identity here)."""
+        return losses
+
+    def select(self, scores: torch.Tensor, keep: float, generator: torch.Generator) -> Selection:
+        """Choose samples from ``scores`` (N,); N >= 1 and every score is finite or +inf."""
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            raise ValueError(f"{type(self).__name__} is stateless but got state with keys {sorted(state)}")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def _ascending(index: torch.Tensor) -> torch.Tensor:
+    return torch.sort(index).values
+
+
+class TopK(SelectionPolicy):
+    """The ``keep_count(keep, N)`` highest scores; ties go to the lower index. Deterministic.
+
+    No unbiased importance weight exists for a deterministic cut (samples below it have probability 0), so
+    ``return_weights=True`` with this policy is an error.
+    """
+
+    name = "topk"
+
+    @property
+    def weighted(self) -> bool:
+        return False
+
+    def select(self, scores: torch.Tensor, keep: float, generator: torch.Generator) -> Selection:
+        k = keep_count(keep, scores.shape[0])
+        order = torch.sort(scores, descending=True, stable=True).indices
+        return Selection(_ascending(order[:k]), None, k / scores.shape[0])
+
+
+class RankWeighted(SelectionPolicy):
+    """Composer's rank-weighted sampling without replacement, on the device.
+
+    Draws ``keep_count(keep, N)`` samples with probability proportional to ``((rank + 0.5) / N) ** (1/keep - 1)``
+    over ascending score rank: the distribution of Composer's ``select_using_loss``, drawn by Gumbel-top-k with the
+    given generator instead of numpy. The inclusion probability reported for importance weights is the one
+    conditional on the (k+1)-th largest perturbed key (priority sampling; Kool et al. 2019), whose
+    Horvitz-Thompson sum is unbiased.
+    """
+
+    name = "rank"
+
+    def select(self, scores: torch.Tensor, keep: float, generator: torch.Generator) -> Selection:
+        n = scores.shape[0]
+        k = keep_count(keep, n)
+        index, prob = gumbel_top_k(rank_log_weights(scores, keep), k, generator)
+        return Selection(index, prob, k / n)
+
+
+class RandomK(SelectionPolicy):
+    """A uniform random subset of ``keep_count(keep, N)`` samples: the control arm."""
+
+    name = "random"
+
+    def select(self, scores: torch.Tensor, keep: float, generator: torch.Generator) -> Selection:
+        n = scores.shape[0]
+        k = keep_count(keep, n)
+        index = torch.randperm(n, generator=generator, device=scores.device)[:k]
+        return Selection(_ascending(index), torch.full((k,), k / n, device=scores.device), k / n)

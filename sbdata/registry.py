@@ -1,0 +1,33 @@
+"""Policy names and their classes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .history import LossHistory
+from .policies import RandomK, RankWeighted, SelectionPolicy, TopK
+
+__all__ = ["POLICIES", "resolve_policy"]
+
+POLICIES: dict[str, type[SelectionPolicy]] = {
+    "history": LossHistory,
+    "random": RandomK,
+    "rank": RankWeighted,
+    "topk": TopK,
+}
+
+
+def resolve_policy(policy: Any) -> SelectionPolicy:
+    """A policy instance from a name in :data:`POLICIES` or an instance (returned as is).
+
+    Raises:
+        ValueError: for an unknown name, listing the known ones.
+        TypeError: for anything that is neither.
+    """
+    if isinstance(policy, SelectionPolicy):
+        return policy
+    if isinstance(policy, str):
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}: choose one of {sorted(POLICIES)} or pass a SelectionPolicy")
+        return POLICIES[policy]()
+    raise TypeError(f"policy must be a name from {sorted(POLICIES)} or a SelectionPolicy, got {type(policy).__name__}")

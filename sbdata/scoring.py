@@ -1,0 +1,185 @@
+"""The scoring pass: per-sample losses from the live model, with no side effects."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.modules.batchnorm import _NormBase
+
+from ._batch import as_tensor, map_fields
+
+__all__ = ["ScoreContext", "Scorer", "per_sample_loss_fn"]
+
+_INTERPOLATION = {3: "linear", 4: "bilinear", 5: "trilinear"}
+SCORE_MODES = ("eval", "train")
+
+
+def per_sample_loss_fn(loss_fn: Any) -> Callable[[Any, Any], torch.Tensor]:
+    """Wrap ``loss_fn`` so that it returns per-sample losses.
+
+    Accepts a function taking ``reduction=`` (``F.cross_entropy``) or a loss module with a ``reduction``
+    attribute (``nn.CrossEntropyLoss()``; a shallow copy with ``reduction='none'`` is used).
+
+    Raises:
+        TypeError: if ``loss_fn`` is not callable or cannot take ``reduction``.
+    """
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}: pass e.g. F.cross_entropy")
+    if isinstance(loss_fn, nn.Module) and isinstance(getattr(loss_fn, "reduction", None), str):
+        per_sample = copy.copy(loss_fn)
+        per_sample.reduction = "none"
+        return per_sample
+    try:
+        params = inspect.signature(loss_fn).parameters.values()
+    except (TypeError, ValueError):  # builtins without a signature: trust them
+        params = None
+    if params is not None and not any(p.name == "reduction" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
+        raise TypeError(
+            f"loss_fn {name} does not accept reduction=; sbdata calls loss_fn(outputs, targets, reduction='none') "
+            "for per-sample losses: add a reduction parameter, or pass a loss like F.cross_entropy"
+        )
+    return lambda outputs, targets: loss_fn(outputs, targets, reduction="none")
+
+
+@contextlib.contextmanager
+def scoring_mode(model: nn.Module, mode: str, device: torch.device) -> Iterator[None]:
+    """Put ``model`` in ``mode`` for one pass and restore everything afterwards, also on an exception.
+
+    Restores every submodule's own train/eval flag. In ``"train"`` mode the running statistics and
+    ``num_batches_tracked`` of every normalisation layer are restored in place, and the global RNGs (consumed by
+    dropout) are forked, so the pass leaves no trace.
+    """
+    flags = [(module, module.training) for module in model.modules()]
+    saved: list[tuple[torch.Tensor, torch.Tensor]] = []
+    with contextlib.ExitStack() as stack:
+        try:
+            if mode == "eval":
+                model.eval()
+            else:
+                model.train()
+                for module in model.modules():
+                    if isinstance(module, _NormBase) and module.track_running_stats:
+                        stats = (module.running_mean, module.running_var, module.num_batches_tracked)
+                        saved.extend((buffer, buffer.clone()) for buffer in stats if buffer is not None)
+                accelerators = [device] if device.type == "cuda" else []
+                stack.enter_context(torch.random.fork_rng(devices=accelerators))
+            yield
+        finally:
+            with torch.no_grad():
+                for buffer, value in saved:
+                    buffer.copy_(value)
+            for module, flag in flags:
+                module.training = flag
+
+
+@dataclass
+class ScoreContext:
+    """What a policy may use besides the losses (e.g. :class:`ReducibleLoss`): one SB batch as it was scored."""
+
+    inputs: Any
+    targets: Any
+    ids: Any
+    batch_size: int
+    device: torch.device
+    score: Callable[[nn.Module], torch.Tensor]
+
+
+class Scorer:
+    """Computes per-sample losses of a batch under ``torch.no_grad()``.
+
+    Args:
+        loss_fn: ``loss_fn(outputs, targets, reduction='none')`` or a loss module; see :func:`per_sample_loss_fn`.
+        forward: ``forward(model, inputs) -> outputs``; default ``model(inputs)``.
+        reduce: ``reduce(losses, targets) -> (B,)`` for losses with extra dimensions (per token); default: mean
+            over the non-batch dimensions.
+        score_mode: ``"eval"`` (BatchNorm uses running stats, dropout off) or ``"train"`` (batch statistics and
+            dropout, with every buffer restored afterwards). Default ``"eval"``.
+        scale_factor: in (0, 1]; below 1 the inputs (3, 4 or 5 dims) are downsampled for scoring only. Default 1.
+        autocast_dtype: run the pass under ``torch.autocast`` with this dtype; None disables. Default None.
+    """
+
+    def __init__(
+        self,
+        loss_fn: Any,
+        *,
+        forward: Callable[[nn.Module, Any], Any] | None = None,
+        reduce: Callable[[torch.Tensor, Any], torch.Tensor] | None = None,
+        score_mode: str = "eval",
+        scale_factor: float = 1.0,
+        autocast_dtype: torch.dtype | None = None,
+    ) -> None:
+        self.loss_fn = per_sample_loss_fn(loss_fn)
+        for name, hook in (("forward", forward), ("reduce", reduce)):
+            if hook is not None and not callable(hook):
+                raise TypeError(f"{name} must be callable or None, got {type(hook).__name__}")
+        if score_mode not in SCORE_MODES:
+            raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {score_mode!r}")
+        if isinstance(scale_factor, bool) or not isinstance(scale_factor, (int, float)) or not 0 < scale_factor <= 1:
+            raise ValueError(
+                f"scale_factor must be in (0, 1], got {scale_factor!r}: it downsamples the scoring inputs only"
+            )
+        if autocast_dtype is not None and not (
+            isinstance(autocast_dtype, torch.dtype) and autocast_dtype.is_floating_point
+        ):
+            raise TypeError(
+                f"autocast_dtype must be a floating torch.dtype such as torch.bfloat16, got {autocast_dtype!r}"
+            )
+        self.forward = forward
+        self.reduce = reduce
+        self.score_mode = score_mode
+        self.scale_factor = float(scale_factor)
+        self.autocast_dtype = autocast_dtype
+
+    def _prepare(self, value: Any, device: torch.device, what: str) -> Any:
+        return map_fields(value, lambda field, path: as_tensor(field, device, path), what)
+
+    def _downsample(self, inputs: Any) -> Any:
+        if self.scale_factor == 1.0:
+            return inputs
+        if not isinstance(inputs, torch.Tensor) or inputs.dim() not in _INTERPOLATION:
+            shape = tuple(inputs.shape) if isinstance(inputs, torch.Tensor) else type(inputs).__name__
+            raise ValueError(
+                f"scale_factor={self.scale_factor} needs inputs of 3, 4 or 5 dims (N, C, ...) to interpolate, got "
+                f"{shape}: pass scale_factor=1 for these inputs"
+            )
+        return F.interpolate(inputs, scale_factor=self.scale_factor, mode=_INTERPOLATION[inputs.dim()])
+
+    def __call__(
+        self, model: nn.Module, inputs: Any, targets: Any, batch_size: int, device: torch.device
+    ) -> torch.Tensor:
+        """Per-sample losses, shape (batch_size,), float32, on ``device``."""
+        inputs = self._downsample(self._prepare(inputs, device, "inputs"))
+        targets = self._prepare(targets, device, "targets")
+        autocast = (
+            torch.autocast(device.type, dtype=self.autocast_dtype)
+            if self.autocast_dtype is not None
+            else contextlib.nullcontext()
+        )
+        with torch.no_grad(), scoring_mode(model, self.score_mode, device), autocast:
+            outputs = self.forward(model, inputs) if self.forward is not None else model(inputs)
+            losses = self.loss_fn(outputs, targets)
+            return self._per_sample(losses, targets, batch_size)
+
+    def _per_sample(self, losses: Any, targets: Any, batch_size: int) -> torch.Tensor:
+        if not isinstance(losses, torch.Tensor):
+            raise TypeError(f"loss_fn returned {type(losses).__name__}, expected a tensor of per-sample losses")
+        if losses.dim() == 0 or losses.shape[0] != batch_size:
+            raise ValueError(
+                f"loss_fn returned shape {tuple(losses.shape)}, expected per-sample ({batch_size},): "
+                "pass reduction='none'"
+            )
+        if losses.dim() > 1:
+            losses = self.reduce(losses, targets) if self.reduce is not None else losses.flatten(1).mean(1)
+            if not isinstance(losses, torch.Tensor) or tuple(losses.shape) != (batch_size,):
+                shape = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses).__name__
+                raise ValueError(f"reduce returned {shape}, expected one loss per sample ({batch_size},)")
+        return losses.detach().to(torch.float32)

@@ -1,0 +1,102 @@
+"""Running statistics of a selection engine, cheap to update every step."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["SBStats", "StatsTracker"]
+
+
+@dataclass(frozen=True)
+class SBStats:
+    """A snapshot of what an engine has done since it was built (or since the state it was loaded from).
+
+    Attributes:
+        steps: loader batches consumed.
+        sb_steps: of those, batches on which selection ran.
+        samples_seen: samples in the consumed loader batches.
+        samples_scored: samples that went through the scoring forward.
+        samples_kept: samples selection kept on SB steps.
+        samples_yielded: samples handed to the training loop (plain batches whole, plus kept samples emitted).
+        mean_loss_kept: mean scoring loss of the kept samples (nan before the first SB step).
+        mean_loss_dropped: mean scoring loss of the dropped samples (nan before any sample is dropped).
+        scoring_seconds: host wall-clock seconds spent in scoring and selection. On an accelerator this is launch
+            time, not device time, since no synchronisation is forced.
+    """
+
+    steps: int
+    sb_steps: int
+    samples_seen: int
+    samples_scored: int
+    samples_kept: int
+    samples_yielded: int
+    mean_loss_kept: float
+    mean_loss_dropped: float
+    scoring_seconds: float
+
+    @property
+    def backprop_fraction(self) -> float:
+        """Share of the samples seen that reached the training loop (1.0 without selection)."""
+        return self.samples_yielded / self.samples_seen if self.samples_seen else math.nan
+
+    def postfix(self) -> dict[str, str]:
+        """Short strings for a progress bar, e.g. ``tqdm.set_postfix(loader.stats.postfix())``."""
+        return {
+            "bp": f"{self.backprop_fraction:.2f}",
+            "kept_loss": f"{self.mean_loss_kept:.3f}",
+            "dropped_loss": f"{self.mean_loss_dropped:.3f}",
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "backprop_fraction": self.backprop_fraction}
+
+
+class StatsTracker:
+    """Counters on the host and loss sums on the scoring device: updating never synchronises.
+
+    Reading :meth:`snapshot` moves two numbers to the host (one synchronisation, at the reader's choice).
+    """
+
+    _COUNTERS = ("steps", "sb_steps", "samples_seen", "samples_scored", "samples_kept", "samples_yielded")
+
+    def __init__(self) -> None:
+        self.steps = self.sb_steps = 0
+        self.samples_seen = self.samples_scored = self.samples_kept = self.samples_yielded = 0
+        self.scoring_seconds = 0.0
+        self._candidates = 0  # samples selection ranked (finite ones under nan_policy='drop')
+        self._loss_sums: torch.Tensor | None = None  # [kept, dropped]
+
+    def record_selection(self, losses: torch.Tensor, index: torch.Tensor) -> None:
+        kept = losses.index_select(0, index).sum()
+        sums = torch.stack([kept, losses.sum() - kept]).to(torch.float64)
+        self._loss_sums = sums if self._loss_sums is None else self._loss_sums + sums.to(self._loss_sums.device)
+        self.samples_kept += index.shape[0]
+        self._candidates += losses.shape[0]
+
+    def snapshot(self) -> SBStats:
+        kept_sum, dropped_sum = (0.0, 0.0) if self._loss_sums is None else self._loss_sums.tolist()
+        dropped = self._candidates - self.samples_kept
+        return SBStats(
+            **{name: getattr(self, name) for name in self._COUNTERS},
+            mean_loss_kept=kept_sum / self.samples_kept if self.samples_kept else math.nan,
+            mean_loss_dropped=dropped_sum / dropped if dropped else math.nan,
+            scoring_seconds=self.scoring_seconds,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {name: getattr(self, name) for name in self._COUNTERS}
+        state["scoring_seconds"] = self.scoring_seconds
+        state["candidates"] = self._candidates
+        state["loss_sums"] = None if self._loss_sums is None else self._loss_sums.clone()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name in self._COUNTERS:
+            setattr(self, name, int(state[name]))
+        self.scoring_seconds = float(state["scoring_seconds"])
+        self._candidates = int(state["candidates"])
+        self._loss_sums = None if state["loss_sums"] is None else state["loss_sums"].clone()

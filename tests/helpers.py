@@ -1,0 +1,149 @@
+"""Shared test helpers: an oracle model with known per-sample losses, batch comparison, and the resume check."""
+
+from __future__ import annotations
+
+import copy
+import io
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class OracleModel(nn.Module):
+    """A model whose cross-entropy loss on sample ``i`` (target 0) is exactly ``table[i]``.
+
+    Inputs are (B, 1+) float tensors whose first column is the sample id. The logits are ``[0, z]`` with
+    ``z = log(expm1(L))``, so ``F.cross_entropy(logits, 0) = softplus(z) = L``. It records the batch size of
+    every forward call, so tests can count scoring work.
+    """
+
+    def __init__(self, table: Iterable[float]) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.as_tensor(list(table), dtype=torch.float32))
+        self.scale = nn.Parameter(torch.ones(()))  # gives the model a device and something to train
+        self.calls: list[int] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls.append(x.shape[0])
+        ids = x[:, 0].round().long()
+        z = torch.log(torch.expm1(self.table[ids])) * self.scale
+        return torch.stack([torch.zeros_like(z), z], dim=1)
+
+
+def oracle_batch(ids: Iterable[int], *, width: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(inputs, targets)`` for the given sample ids: inputs (B, width) with the id in column 0, targets zeros."""
+    ids_t = torch.as_tensor(list(ids), dtype=torch.float32)
+    inputs = torch.cat([ids_t[:, None], torch.zeros(len(ids_t), width - 1)], dim=1)
+    return inputs, torch.zeros(len(ids_t), dtype=torch.long)
+
+
+def ids_of(batch: Any) -> list[int]:
+    """Sample ids of an oracle batch: column 0 of its inputs, wherever they are."""
+    inputs = batch["input"] if isinstance(batch, Mapping) else batch[0]
+    return [int(v) for v in inputs[:, 0].round().tolist()]
+
+
+def expected_topk(losses: list[float], ids: list[int], keep: float) -> list[int]:
+    """Brute force: the ids of the ceil(keep*n) highest losses, ties to the earlier position, in batch order."""
+    k = min(len(ids), max(1, math.ceil(keep * len(ids) - 1e-9)))
+    ranked = sorted(range(len(ids)), key=lambda pos: (-losses[ids[pos]], pos))[:k]
+    return [ids[pos] for pos in sorted(ranked)]
+
+
+def ce(outputs: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    return F.cross_entropy(outputs, targets, reduction=reduction)
+
+
+def assert_batches_equal(a: Any, b: Any, path: str = "batch") -> None:
+    """Exact, recursive equality of two batch structures (types, shapes, dtypes, values)."""
+    assert type(a) is type(b), f"{path}: {type(a).__name__} != {type(b).__name__}"
+    if isinstance(a, torch.Tensor):
+        assert a.shape == b.shape and a.dtype == b.dtype, f"{path}: {a.shape}/{a.dtype} != {b.shape}/{b.dtype}"
+        assert torch.equal(a, b), f"{path}: values differ"
+    elif isinstance(a, np.ndarray):
+        np.testing.assert_array_equal(a, b, err_msg=path)
+    elif isinstance(a, Mapping):
+        assert list(a) == list(b), f"{path}: keys {list(a)} != {list(b)}"
+        for key in a:
+            assert_batches_equal(a[key], b[key], f"{path}[{key!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), f"{path}: length {len(a)} != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_batches_equal(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+def roundtrip(state: Any) -> Any:
+    """Serialise a state with torch.save and read it back, as a checkpoint would."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=False)
+
+
+def check_resume(
+    make: Callable[[], Any],
+    *,
+    epochs: int = 1,
+    midpoints: Iterable[int] | None = None,
+    check_initial: bool = True,
+) -> list[Any]:
+    """torchdata-style resume check for any front end with ``__iter__``/``state_dict``/``load_state_dict``.
+
+    ``make()`` must build a fresh, identically seeded pipeline each call (model included). Checks that:
+    loading a fresh pipeline's initial state reproduces the whole run (unless ``check_initial`` is False); and
+    for each midpoint (a count of yielded
+    batches over the whole run, which may cross epoch boundaries), saving there, serialising, loading into a
+    freshly built pipeline and finishing the run reproduces the rest exactly. Returns the reference batches.
+    """
+
+    def run(obj: Any, stop_after: int | None = None) -> tuple[list[Any], Any]:
+        out: list[Any] = []
+        for _ in range(epochs):
+            for batch in obj:
+                out.append(copy.deepcopy(batch))
+                if stop_after is not None and len(out) == stop_after:
+                    return out, roundtrip(obj.state_dict())
+        return out, None
+
+    reference, _ = run(make())
+    assert reference, "the pipeline yielded nothing"
+
+    if check_initial:
+        fresh = make()
+        fresh.load_state_dict(roundtrip(make().state_dict()))
+        replay, _ = run(fresh)
+        _assert_runs_equal(replay, reference, "initial state")
+
+    points = sorted(set(midpoints)) if midpoints is not None else [1, len(reference) // 2, len(reference) - 1]
+    for point in points:
+        if not 0 < point < len(reference):
+            continue
+        head, state = run(make(), stop_after=point)
+        resumed = make()
+        resumed.load_state_dict(state)
+        tail = _finish(resumed, epochs, head, reference)
+        _assert_runs_equal(head + tail, reference, f"resume after {point} batches")
+    return reference
+
+
+def _finish(obj: Any, epochs: int, head: list[Any], reference: list[Any]) -> list[Any]:
+    """Continue a resumed pipeline to the end of the run: the rest of the saved epoch, then the epochs left."""
+    tail: list[Any] = []
+    for _ in range(epochs):
+        tail.extend(copy.deepcopy(batch) for batch in obj)
+        if len(head) + len(tail) >= len(reference):
+            break
+    return tail
+
+
+def _assert_runs_equal(got: list[Any], want: list[Any], label: str) -> None:
+    assert len(got) == len(want), f"{label}: {len(got)} batches, expected {len(want)}"
+    for i, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert_batches_equal(a, b, f"{label}: batch {i}")

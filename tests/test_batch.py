@@ -1,0 +1,107 @@
+from collections import OrderedDict, defaultdict, namedtuple
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import torch
+
+from sbdata import _batch
+
+Pair = namedtuple("Pair", ["x", "y"])
+
+
+@dataclass
+class Record:
+    image: torch.Tensor
+    label: torch.Tensor
+    source: str
+
+
+def test_batch_size_reads_every_field_kind():
+    batch = {"x": torch.zeros(4, 3), "k": ["a", "b", "c", "d"], "a": np.zeros((4, 2)), "lr": 0.1, "t": torch.tensor(2)}
+    assert _batch.batch_size(batch) == 4
+
+
+def test_batch_size_disagreement_names_both_fields():
+    with pytest.raises(ValueError, match=r"batch\['x'\] has 4 samples but batch\['y'\] has 3"):
+        _batch.batch_size({"x": torch.zeros(4), "y": torch.zeros(3)})
+
+
+def test_batch_size_none_without_batch_fields():
+    assert _batch.batch_size({"lr": 0.1, "step": torch.tensor(3)}) is None
+
+
+def test_select_keeps_every_field_aligned_and_types():
+    index = torch.tensor([0, 2])
+    batch = OrderedDict(
+        x=torch.arange(8).reshape(4, 2),
+        keys=("k0", "k1", "k2", "k3"),
+        nested=Pair(x=np.arange(4), y=[10, 11, 12, 13]),
+        meta="shard-7",
+        scale=torch.tensor(0.5),
+    )
+    out = _batch.select(batch, index)
+    assert type(out) is OrderedDict
+    assert out["x"].tolist() == [[0, 1], [4, 5]]
+    assert out["keys"] == ("k0", "k2")
+    assert isinstance(out["nested"], Pair)
+    assert isinstance(out["nested"].x, np.ndarray) and out["nested"].x.tolist() == [0, 2]
+    assert out["nested"].y == [10, 12]
+    assert out["meta"] == "shard-7" and out["scale"] is batch["scale"]  # non-batch fields pass through
+
+
+def test_select_preserves_defaultdict_and_dataclass():
+    dd = defaultdict(list, {"x": torch.arange(3)})
+    out = _batch.select(dd, torch.tensor([1]))
+    assert isinstance(out, defaultdict) and out.default_factory is list and out["x"].tolist() == [1]
+    rec = Record(torch.arange(3), torch.arange(3) * 10, "cam")
+    got = _batch.select(rec, torch.tensor([2, 0]))
+    assert isinstance(got, Record) and got.label.tolist() == [20, 0] and got.source == "cam"
+
+
+def test_concat_and_take_roundtrip():
+    a = (torch.arange(3), ["a", "b", "c"], np.arange(3))
+    b = (torch.arange(3, 5), ["d", "e"], np.arange(3, 5))
+    joined = _batch.concat([a, b])
+    assert joined[0].tolist() == [0, 1, 2, 3, 4] and joined[1] == ["a", "b", "c", "d", "e"]
+    assert joined[2].tolist() == [0, 1, 2, 3, 4]
+    part = _batch.take(joined, 1, 4)
+    assert part[0].tolist() == [1, 2, 3] and part[1] == ["b", "c", "d"] and part[2].tolist() == [1, 2, 3]
+
+
+def test_concat_rejects_different_structures():
+    with pytest.raises(ValueError, match="different structure"):
+        _batch.concat([(torch.arange(2), ["a", "b"]), (torch.arange(2),)])
+
+
+def test_default_split_shapes():
+    x, y = torch.zeros(2, 3), torch.zeros(2)
+    assert _batch.default_split((x, y))[0] is x
+    assert _batch.default_split([x, y, ["k1", "k2"]])[1] is y  # extra fields ride along
+    assert _batch.default_split({"input": x, "target": y, "id": [1, 2]})[0] is x
+    assert _batch.default_split(Pair(x, y))[1] is y
+
+
+@pytest.mark.parametrize(
+    ("batch", "fragment"),
+    [
+        ({"image": torch.zeros(2), "label": torch.zeros(2)}, r"keys \['image', 'label'\].*split="),
+        (torch.zeros(2, 3), "Tensor.*split="),
+        (["a", "b"], "list.*split="),
+        ((torch.zeros(2),), "tuple.*split="),
+    ],
+)
+def test_default_split_errors_name_the_fix(batch, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        _batch.default_split(batch)
+
+
+def test_to_device_moves_tensors_only():
+    batch = {"x": torch.zeros(2), "a": np.zeros(2), "k": ["a", "b"]}
+    out = _batch.to_device(batch, torch.device("cpu"))
+    assert out["x"] is batch["x"] and out["a"] is batch["a"]
+
+
+def test_as_tensor_refuses_object_arrays():
+    with pytest.raises(TypeError, match="dtype object"):
+        _batch.as_tensor(np.array([{}, {}], dtype=object), torch.device("cpu"), "inputs")

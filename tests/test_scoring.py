@@ -1,0 +1,243 @@
+import copy
+import random
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from sbdata import SBLoader
+from sbdata.scoring import Scorer, per_sample_loss_fn
+from tests.helpers import OracleModel, ce, oracle_batch
+
+CPU = torch.device("cpu")
+
+
+def bn_dropout_model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv1d(1, 4, 3, padding=1),
+        nn.BatchNorm1d(4),
+        nn.ReLU(),
+        nn.Dropout(0.3),
+        nn.Flatten(),
+        nn.Linear(4 * 8, 3),
+    )
+
+
+def toy_batches(count: int = 6, size: int = 16) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(1)
+    return [(torch.randn(size, 1, 8, generator=gen), torch.randint(0, 3, (size,), generator=gen)) for _ in range(count)]
+
+
+def train_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> None:
+    model.train()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+    opt.zero_grad()
+
+
+@pytest.mark.parametrize("score_mode", ["eval", "train"])
+def test_scoring_leaves_no_trace_on_buffers_params_or_rng(score_mode):
+    batches = toy_batches()
+    model_a = bn_dropout_model()
+    model_b = copy.deepcopy(model_a)
+    opt_a = torch.optim.SGD(model_a.parameters(), lr=0.1)
+    opt_b = torch.optim.SGD(model_b.parameters(), lr=0.1)
+
+    torch.manual_seed(123)
+    kept = []
+    for x, y in SBLoader(batches, model_a, F.cross_entropy, keep=0.5, score_mode=score_mode):
+        kept.append((x.clone(), y.clone()))
+        train_step(model_a, opt_a, x, y)
+
+    torch.manual_seed(123)  # the same dropout draws, if scoring consumed none
+    for x, y in kept:
+        train_step(model_b, opt_b, x, y)
+
+    state_a, state_b = model_a.state_dict(), model_b.state_dict()
+    assert state_a.keys() == state_b.keys()
+    for name in state_a:
+        assert torch.equal(state_a[name], state_b[name]), name
+    assert state_a["1.num_batches_tracked"].item() == len(batches)
+
+
+def test_scoring_creates_no_gradients():
+    model = bn_dropout_model()
+    (x, y), *_ = toy_batches(1)
+    list(SBLoader([(x.requires_grad_(), y)], model, F.cross_entropy, keep=0.5))
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_scoring_does_not_consume_global_rngs():
+    model = bn_dropout_model()
+    torch_state, np_state, py_state = torch.random.get_rng_state(), np.random.get_state(), random.getstate()
+    list(SBLoader(toy_batches(), model, F.cross_entropy, keep=0.5, policy="rank", score_mode="train"))
+    assert torch.equal(torch.random.get_rng_state(), torch_state)
+    assert np.random.get_state()[1].tolist() == np_state[1].tolist()
+    assert random.getstate() == py_state
+
+
+class Exploding(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.frozen_bn = nn.BatchNorm1d(1)
+        self.linear = nn.Linear(1, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("forward exploded")
+
+
+@pytest.mark.parametrize("score_mode", ["eval", "train"])
+def test_forward_exception_propagates_and_modes_are_restored(score_mode):
+    model = Exploding().train()
+    model.frozen_bn.eval()  # a user's deliberate mix of modes must survive
+    before = copy.deepcopy(model.state_dict())
+    sb = SBLoader([oracle_batch(range(4))], model, ce, score_mode=score_mode)
+    with pytest.raises(RuntimeError, match="forward exploded"):
+        next(iter(sb))
+    assert model.training and model.linear.training and not model.frozen_bn.training
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, before[name])
+
+
+def test_scale_factor_scores_downsampled_but_yields_full_size():
+    seen = []
+
+    class Probe(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(1, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen.append(tuple(x.shape))
+            return self.linear(x.mean(dim=(2, 3))[:, :1])
+
+    batch = (torch.randn(4, 1, 8, 8), torch.zeros(4, dtype=torch.long))
+    ((x, _y),) = list(SBLoader([batch], Probe(), F.cross_entropy, keep=0.5, scale_factor=0.5))
+    assert seen == [(4, 1, 4, 4)]
+    assert x.shape == (2, 1, 8, 8)
+
+
+def test_scale_factor_on_flat_inputs_is_a_clear_error():
+    model = OracleModel([1.0] * 4)
+    with pytest.raises(ValueError, match=r"scale_factor=0.5 needs inputs of 3, 4 or 5 dims.*\(4, 1\)"):
+        list(SBLoader([oracle_batch(range(4))], model, ce, scale_factor=0.5))
+
+
+def test_autocast_dtype_applies_to_the_scoring_pass():
+    dtypes = []
+
+    class Probe(nn.Linear):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out = super().forward(x)
+            dtypes.append(out.dtype)
+            return out
+
+    model = Probe(4, 3)
+    batch = (torch.randn(6, 4), torch.randint(0, 3, (6,)))
+    ((x, _),) = list(SBLoader([batch], model, F.cross_entropy, autocast_dtype=torch.bfloat16))
+    assert dtypes == [torch.bfloat16] and x.dtype == torch.float32
+
+
+def test_token_losses_reduce_hook_ignores_padding():
+    # Per-token losses (B, T) with -100 padding: the hook averages over real tokens only.
+    vocab = 3
+
+    class TokenOracle(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.zeros(()))
+
+        def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(*tokens.shape, vocab) + self.w  # uniform logits: each real token costs log(3)
+
+    def token_loss(logits, targets, reduction="mean"):
+        return F.cross_entropy(logits.transpose(1, 2), targets, reduction=reduction, ignore_index=-100)
+
+    def mean_over_real_tokens(losses, targets):
+        real = (targets != -100).to(losses.dtype)
+        return (losses * real).sum(1) / real.sum(1).clamp(min=1)
+
+    tokens = torch.zeros(3, 4, dtype=torch.long)
+    targets = torch.tensor([[0, 1, -100, -100], [2, -100, -100, -100], [0, 0, 0, 0]])
+    scorer = Scorer(token_loss, reduce=mean_over_real_tokens)
+    losses = scorer(TokenOracle(), tokens, targets, 3, CPU)
+    torch.testing.assert_close(losses, torch.full((3,), float(np.log(vocab))))
+    default = Scorer(token_loss)(TokenOracle(), tokens, targets, 3, CPU)  # the plain mean counts padding as 0
+    torch.testing.assert_close(default, torch.log(torch.tensor(3.0)) * torch.tensor([0.5, 0.25, 1.0]))
+
+
+def test_forward_hook_and_split_for_mapping_batches():
+    class HFStyle(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = nn.Linear(2, 2)
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+            return {"logits": self.proj(input_ids.float() * attention_mask[:, :1])}
+
+    batch = {"input_ids": torch.randn(6, 2), "attention_mask": torch.ones(6, 2), "labels": torch.zeros(6).long()}
+    sb = SBLoader(
+        [batch],
+        HFStyle(),
+        F.cross_entropy,
+        split=lambda b: ({k: v for k, v in b.items() if k != "labels"}, b["labels"]),
+        forward=lambda m, inputs: m(**inputs)["logits"],
+    )
+    (out,) = list(sb)
+    assert set(out) == {"input_ids", "attention_mask", "labels"} and out["labels"].shape == (3,)
+
+
+def test_loss_module_is_used_per_sample():
+    fn = per_sample_loss_fn(nn.CrossEntropyLoss())
+    out = fn(torch.zeros(4, 3), torch.zeros(4, dtype=torch.long))
+    assert out.shape == (4,)
+
+
+def test_loss_without_reduction_is_rejected_at_construction():
+    def bad_loss(outputs, targets):
+        return F.cross_entropy(outputs, targets)
+
+    with pytest.raises(TypeError, match="bad_loss does not accept reduction="):
+        SBLoader([], OracleModel([1.0]), bad_loss)
+
+
+def test_non_callable_loss_is_rejected():
+    with pytest.raises(TypeError, match="loss_fn must be callable"):
+        SBLoader([], OracleModel([1.0]), "cross_entropy")
+
+
+def test_scalar_loss_names_the_fix():
+    def ignores_reduction(outputs, targets, reduction="none"):
+        return F.cross_entropy(outputs, targets)
+
+    with pytest.raises(
+        ValueError, match=r"loss_fn returned shape \(\), expected per-sample \(4,\): pass reduction='none'"
+    ):
+        list(SBLoader([oracle_batch(range(4))], OracleModel([1.0] * 4), ignores_reduction))
+
+
+def test_wrong_length_loss_is_an_error():
+    def one_too_many(outputs, targets, reduction="none"):
+        return torch.zeros(outputs.shape[0] + 1)
+
+    with pytest.raises(ValueError, match=r"shape \(5,\), expected per-sample \(4,\)"):
+        list(SBLoader([oracle_batch(range(4))], OracleModel([1.0] * 4), one_too_many))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "fragment"),
+    [
+        ({"score_mode": "inference"}, ValueError, "score_mode must be one of"),
+        ({"scale_factor": 1.5}, ValueError, r"scale_factor must be in \(0, 1\]"),
+        ({"scale_factor": 0}, ValueError, r"scale_factor must be in \(0, 1\]"),
+        ({"autocast_dtype": torch.int8}, TypeError, "autocast_dtype must be a floating torch.dtype"),
+        ({"forward": 3}, TypeError, "forward must be callable"),
+        ({"reduce": "mean"}, TypeError, "reduce must be callable"),
+    ],
+)
+def test_scorer_option_errors(kwargs, error, fragment):
+    with pytest.raises(error, match=fragment):
+        Scorer(F.cross_entropy, **kwargs)
