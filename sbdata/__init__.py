@@ -15,14 +15,12 @@ from .history import LossHistory
 from .loader import SBLoader
 from .policies import RandomK, RankWeighted, Selection, SelectionPolicy, TopK, keep_count
 from .reducible import ReducibleLoss
-from .registry import POLICIES
 from .schedule import Schedule
 from .stats import SBStats
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "POLICIES",
     "LossHistory",
     "RandomK",
     "RankWeighted",

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from sbdata import POLICIES, RandomK, RankWeighted, TopK, keep_count
+from sbdata import RandomK, RankWeighted, TopK, keep_count
 from sbdata.policies import gumbel_top_k, rank_log_weights
-from sbdata.registry import resolve_policy
+from sbdata.registry import POLICIES, resolve_policy
 
 
 def seeded(seed: int) -> torch.Generator:

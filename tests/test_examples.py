@@ -1,0 +1,34 @@
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples"))
+
+
+def test_quickstart_small_runs_end_to_end(capsys):
+    import quickstart
+
+    results = quickstart.main(["--small", "--no-progress"])
+    out = capsys.readouterr().out
+    assert "baseline" in out and "SB top-k keep=0.33" in out
+    sb = results["SB top-k keep=0.33"]
+    assert abs(sb["backprop_fraction"] - 0.33) < 0.02  # ceil(0.33 * 256) per batch, plus the short last batch
+    assert sb["forward_equivalents"] < results["baseline"]["forward_equivalents"]
+    assert all(0.0 <= r["accuracy"] <= 1.0 for r in results.values())
+
+
+def test_load_mnist1d_restores_global_rngs():
+    import random
+
+    import numpy as np
+    from common import load_mnist1d
+
+    np.random.seed(7)
+    random.seed(7)
+    expected = (np.random.random(), random.random())
+    np.random.seed(7)
+    random.seed(7)
+    split = load_mnist1d(200)
+    assert (np.random.random(), random.random()) == expected
+    assert split.x_train.shape == (160, 1, 40) and split.x_train.dtype.is_floating_point
+    assert split.y_test.shape == (40,)

@@ -1,0 +1,101 @@
+import random
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import sbdata
+from sbdata import select_using_loss, should_selective_backprop
+from sbdata.schedule import should_selective_backprop as schedule_rule
+from tests.helpers import OracleModel, ce, ids_of, oracle_batch
+
+LOSSES = [0.3, 2.5, 0.1, 1.7, 0.9, 3.2, 0.4, 2.2, 1.1, 0.6, 2.9, 0.2, 1.4, 0.8, 2.0, 0.5]
+
+
+def test_composer_names_are_exported_at_top_level():
+    assert sbdata.should_selective_backprop is schedule_rule is should_selective_backprop
+
+
+def test_select_using_loss_returns_aligned_subset_of_composer_size():
+    x, y = oracle_batch(range(16))
+    y = torch.arange(16)  # targets that name their sample, to check alignment
+    model = OracleModel(LOSSES)
+
+    def loss(outputs, targets, reduction="none"):  # oracle loss; ignores the label value
+        return ce(outputs, torch.zeros_like(targets), reduction=reduction)
+
+    gen = torch.Generator().manual_seed(0)
+    kept_x, kept_y = select_using_loss(x, y, model, loss, keep=0.33, generator=gen)
+    assert kept_x.shape == (5, 1) and kept_y.shape == (5,)  # int(0.33 * 16) = 5, Composer's count
+    assert ids_of((kept_x,)) == kept_y.tolist()
+
+
+def test_select_using_loss_prefers_high_losses():
+    x, y = oracle_batch(range(16))
+    model, gen, counts = OracleModel(LOSSES), torch.Generator().manual_seed(1), np.zeros(16)
+    for _ in range(2000):
+        kept_x, _ = select_using_loss(x, y, model, ce, keep=0.25, generator=gen)
+        counts[ids_of((kept_x,))] += 1
+    order = np.argsort(LOSSES)
+    assert counts[order[-4:]].sum() > 3 * counts[order[:4]].sum()
+
+
+def test_select_using_loss_same_generator_state_same_result():
+    x, y = oracle_batch(range(16))
+    a = select_using_loss(x, y, OracleModel(LOSSES), ce, generator=torch.Generator().manual_seed(5))
+    b = select_using_loss(x, y, OracleModel(LOSSES), ce, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(a[0], b[0])
+
+
+def test_select_using_loss_leaves_global_rngs_and_modes_alone():
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.BatchNorm1d(8), nn.Linear(8, 3)).train()
+    bn_before = model[2].running_mean.clone()
+    x, y = torch.randn(16, 4), torch.randint(0, 3, (16,))
+    states = torch.random.get_rng_state(), np.random.get_state()[1].copy(), random.getstate()
+    select_using_loss(x, y, model, F.cross_entropy)
+    assert torch.equal(torch.random.get_rng_state(), states[0])
+    assert np.array_equal(np.random.get_state()[1], states[1]) and random.getstate() == states[2]
+    assert model.training and torch.equal(model[2].running_mean, bn_before)
+
+
+def test_select_using_loss_downsamples_for_scoring_only():
+    shapes = []
+
+    class Probe(nn.Module):
+        def forward(self, x):
+            shapes.append(tuple(x.shape))
+            return x.mean(dim=(2, 3))
+
+    x, y = torch.randn(8, 3, 8, 8), torch.zeros(8, dtype=torch.long)
+    kept_x, _ = select_using_loss(x, y, Probe(), F.cross_entropy, keep=0.5, scale_factor=0.5)
+    assert shapes == [(8, 3, 4, 4)] and kept_x.shape == (4, 3, 8, 8)
+
+
+def test_select_using_loss_batch_of_one_keeps_it():
+    x, y = oracle_batch([3])
+    kept_x, _ = select_using_loss(x, y, OracleModel(LOSSES), ce, keep=0.5)
+    assert ids_of((kept_x,)) == [3]
+
+
+def test_composer_errors():
+    x, y = oracle_batch(range(4))
+    model = OracleModel(LOSSES)
+    with pytest.raises(ValueError, match="Input must be 3D, 4D, or 5D if scale_factor != 1, got 2"):
+        select_using_loss(x, y, model, ce, scale_factor=0.5)
+    with pytest.raises(ValueError, match="scale_factor must be <= 1"):
+        select_using_loss(torch.randn(4, 1, 8), y, model, ce, scale_factor=2)
+    with pytest.raises(TypeError, match="loss_fn must be callable"):
+        select_using_loss(x, y, model, "ce")
+    with pytest.raises(TypeError, match="does not accept reduction="):
+        select_using_loss(x, y, model, lambda outputs, targets: outputs.sum())
+    with pytest.raises(ValueError, match=r"keep must be in \(0, 1\]"):
+        select_using_loss(x, y, model, ce, keep=0)
+
+
+def test_plain_callable_model_is_accepted():
+    x, y = oracle_batch(range(8))
+    oracle = OracleModel(LOSSES)
+    kept_x, _ = select_using_loss(x, y, lambda inputs: oracle(inputs), ce, keep=0.5)
+    assert kept_x.shape == (4, 1)
