@@ -8,6 +8,7 @@ The torchdata stage lives in ``sbdata.nodes`` and the WebDataset stage in ``sbda
 imports neither library.
 """
 
+from .cache import LossCache, with_index
 from .collate import SBCollator
 from .engine import SelectionEngine
 from .functional import select_using_loss, should_selective_backprop
@@ -21,6 +22,7 @@ from .stats import SBStats
 __version__ = "0.1.0"
 
 __all__ = [
+    "LossCache",
     "LossHistory",
     "RandomK",
     "RankWeighted",
@@ -36,4 +38,5 @@ __all__ = [
     "keep_count",
     "select_using_loss",
     "should_selective_backprop",
+    "with_index",
 ]

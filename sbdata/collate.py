@@ -45,6 +45,12 @@ class SBCollator:
                 "SBCollator returns one batch per call and cannot pool to a fixed batch_size=; "
                 "use SBLoader(DataLoader(...), model, loss_fn, batch_size=...) instead"
             )
+        cache = options.get("cache")
+        if cache is not None and getattr(cache, "unit", None) == "epoch":
+            raise ValueError(
+                "a collate_fn never sees epoch boundaries, so LossCache(unit='epoch') cannot age: "
+                "use LossCache(unit='step', ...) with SBCollator"
+            )
         self.collate_fn = collate_fn
         self.engine = SelectionEngine(model, loss_fn, **options)
 
@@ -60,6 +66,10 @@ class SBCollator:
     @property
     def stats(self) -> SBStats:
         return self.engine.stats
+
+    def observe(self, batch: Any, losses: torch.Tensor) -> None:
+        """Give the training step's per-sample losses for a returned batch to the cache (see ``LossCache``)."""
+        self.engine.observe(batch, losses)
 
     def state_dict(self) -> dict[str, Any]:
         return {self.ENGINE_KEY: self.engine.state_dict()}

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from . import _batch
+from .cache import LossCache
 from .pool import Pool
 from .registry import resolve_policy
 from .schedule import Schedule
@@ -79,7 +80,9 @@ class SelectionEngine:
         return_weights: emit ``(batch, weights)`` where ``(weights * per_sample_loss).sum()`` estimates the
             candidates' mean loss without bias; not available with ``"topk"``. Default False.
         id_key: where a batch keeps per-sample ids (a mapping key, a tuple position or ``callable(batch)``),
-            needed by id-keyed policies. Default None.
+            needed by id-keyed policies and the cache. Default None.
+        cache: a :class:`~sbdata.LossCache`: samples whose cached loss is fresh skip the scoring forward; needs
+            ``id_key``. Default None.
     """
 
     def __init__(
@@ -103,6 +106,7 @@ class SelectionEngine:
         drop_last: bool = False,
         return_weights: bool = False,
         id_key: str | int | Callable[[Any], Any] | None = None,
+        cache: LossCache | None = None,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be the torch.nn.Module being trained, got {type(model).__name__}")
@@ -124,6 +128,10 @@ class SelectionEngine:
             raise TypeError(f"split must be callable(batch) -> (inputs, targets), got {type(split).__name__}")
         if id_key is not None and not isinstance(id_key, (str, int)) and not callable(id_key):
             raise TypeError(f"id_key must be a key, a position or callable(batch), got {type(id_key).__name__}")
+        if cache is not None and not isinstance(cache, LossCache):
+            raise TypeError(f"cache must be a sbdata.LossCache or None, got {type(cache).__name__}")
+        if cache is not None and id_key is None:
+            raise ValueError("cache= needs id_key= naming the per-sample id field (e.g. 'index' or '__key__')")
         self.model = model
         self.keep = float(keep)
         self.policy = resolve_policy(policy)
@@ -144,6 +152,9 @@ class SelectionEngine:
         self.drop_last = bool(drop_last)
         self.return_weights = bool(return_weights)
         self.id_key = id_key
+        self.cache = cache
+        if cache is not None:
+            cache.bind(self.device)
         if self.return_weights and not self.policy.weighted:
             raise ValueError(
                 f"return_weights=True needs a sampling policy, but {self.policy!r} is deterministic: samples below "
@@ -157,6 +168,7 @@ class SelectionEngine:
         self._ready: deque[Any] = deque()
         self._step = 0
         self._epoch_step = 0
+        self._epochs_begun = 0
         self._exhausted = False
 
     # ----------------------------------------------------------------- driving
@@ -169,6 +181,11 @@ class SelectionEngine:
     def epoch_step(self) -> int:
         """Loader batches consumed in the current epoch."""
         return self._epoch_step
+
+    @property
+    def epoch(self) -> int:
+        """Index of the current epoch, from 0 (epochs are counted by :meth:`begin_epoch`)."""
+        return max(0, self._epochs_begun - 1)
 
     @property
     def exhausted(self) -> bool:
@@ -187,6 +204,7 @@ class SelectionEngine:
 
     def begin_epoch(self) -> None:
         """Start a fresh epoch: reset the in-epoch batch index and drop anything left from an abandoned epoch."""
+        self._epochs_begun += 1
         self._epoch_step = 0
         self._exhausted = False
         self._ready.clear()
@@ -250,12 +268,13 @@ class SelectionEngine:
         self._epoch_step += 1
         self.tracker.steps += 1
         self.tracker.samples_seen += n
+        ids = self._ids(batch) if active and n else None  # read before the move: host ids cost no sync
         batch = _batch.to_device(batch, self.device)
         if not active or n == 0:
             self._emit(batch, n, None if n == 0 else torch.full((n,), 1.0 / n, device=self.device))
             return
         started = time.perf_counter()
-        subset, kept, ratio, candidates, expected = self._select(batch, n)
+        subset, kept, ratio, candidates, expected = self._select(batch, n, ids)
         self.tracker.scoring_seconds += time.perf_counter() - started
         if self.pool is None:
             if kept or emit_empty:
@@ -266,13 +285,12 @@ class SelectionEngine:
         while (full := self.pool.pop_full()) is not None:
             self._emit(full[0], self.batch_size, None if full[1] is None else full[1] / self.batch_size)
 
-    def _select(self, batch: Any, n: int) -> tuple[Any, int, torch.Tensor | None, int, Any]:
+    def _select(self, batch: Any, n: int, ids: Any) -> tuple[Any, int, torch.Tensor | None, int, Any]:
         self.tracker.sb_steps += 1
-        self.tracker.samples_scored += n
         inputs, targets = self.split(batch)
-        losses = self.scorer(self.model, inputs, targets, n, self.device)
+        losses = self._score(inputs, targets, n, ids)
         context = ScoreContext(
-            inputs, targets, self._ids(batch), n, self.device,
+            inputs, targets, ids, n, self.device,
             score=lambda other: self.scorer(other, inputs, targets, n, self.device),
         )  # fmt: skip
         scores = self.policy.adjust(losses, context)
@@ -288,6 +306,45 @@ class SelectionEngine:
         index = selection.index if candidates is None else candidates.index_select(0, selection.index)
         ratio = selection.expected / selection.prob if self.return_weights else None
         return _batch.select(batch, index), index.shape[0], ratio, scores.shape[0], selection.expected
+
+    def _score(self, inputs: Any, targets: Any, n: int, ids: Any) -> torch.Tensor:
+        """Per-sample losses of the live model: scored, or taken from the cache where still fresh."""
+        if self.cache is None:
+            self.tracker.samples_scored += n
+            return self.scorer(self.model, inputs, targets, n, self.device)
+        now = self._now()
+        known = self.cache.lookup(ids, now)
+        stale = known.stale.shape[0]
+        self.tracker.samples_scored += stale
+        self.tracker.samples_reused += n - stale
+        if stale == 0:
+            return known.losses
+        if stale == n:
+            fresh = self.scorer(self.model, inputs, targets, n, self.device)
+        else:
+            sub_inputs, sub_targets = _batch.select(inputs, known.stale), _batch.select(targets, known.stale)
+            fresh = self.scorer(self.model, sub_inputs, sub_targets, stale, self.device)
+        self.cache.store(known, fresh, now)
+        return known.losses.index_copy(0, known.stale, fresh)
+
+    def _now(self) -> int:
+        return self.epoch if self.cache is not None and self.cache.unit == "epoch" else self._step
+
+    def observe(self, batch: Any, losses: torch.Tensor) -> None:
+        """Record per-sample losses the training step computed for a yielded ``batch`` into the cache.
+
+        ``losses`` is ``(B,)`` (e.g. ``F.cross_entropy(model(x), y, reduction="none")``); it is detached and kept on
+        the device, so nothing synchronises. Samples so observed need no rescoring while fresh.
+        """
+        if self.cache is None:
+            raise ValueError("observe() records losses into a LossCache: pass cache=LossCache(...) to the loader")
+        if not isinstance(losses, torch.Tensor) or losses.dim() != 1:
+            shape = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses).__name__
+            raise ValueError(f"observe needs per-sample losses of shape (B,), got {shape}: use reduction='none'")
+        n = _batch.batch_size(batch)
+        if losses.shape[0] != n:
+            raise ValueError(f"observe got {losses.shape[0]} losses for a batch of {n} samples")
+        self.cache.observe(self._ids(batch), losses, self._now())
 
     def _screen(self, scores: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
         finite = torch.isfinite(scores)
@@ -341,12 +398,14 @@ class SelectionEngine:
         return {
             "step": self._step,
             "epoch_step": self._epoch_step,
+            "epochs_begun": self._epochs_begun,
             "exhausted": self._exhausted,
             "generator": self.generator.get_state(),
             "policy": self.policy.state_dict(),
             "pool": None if self.pool is None else self.pool.state_dict(),
             "ready": list(self._ready),
             "stats": self.tracker.state_dict(),
+            "cache": None if self.cache is None else self.cache.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -354,6 +413,7 @@ class SelectionEngine:
             raise ValueError("state was saved with a different batch_size setting (pooled vs unpooled)")
         self._step = int(state["step"])
         self._epoch_step = int(state["epoch_step"])
+        self._epochs_begun = int(state["epochs_begun"])
         self._exhausted = bool(state["exhausted"])
         self.generator.set_state(state["generator"])
         self.policy.load_state_dict(state["policy"])
@@ -361,3 +421,7 @@ class SelectionEngine:
             self.pool.load_state_dict(state["pool"])
         self._ready = deque(state["ready"])
         self.tracker.load_state_dict(state["stats"])
+        if (state["cache"] is None) != (self.cache is None):
+            raise ValueError("state was saved with a different cache setting (with vs without a LossCache)")
+        if self.cache is not None:
+            self.cache.load_state_dict(state["cache"])

@@ -101,6 +101,10 @@ class SBLoader:
         """Running statistics; reading them moves two numbers from the device."""
         return self.engine.stats
 
+    def observe(self, batch: Any, losses: Any) -> None:
+        """Give the training step's per-sample losses for a yielded batch to the cache (see ``LossCache``)."""
+        self.engine.observe(batch, losses)
+
     def state_dict(self) -> dict[str, Any]:
         inner = self.loader.state_dict() if self._stateful() else None  # type: ignore[union-attr]
         return {self.ENGINE_KEY: self.engine.state_dict(), self.LOADER_KEY: inner}

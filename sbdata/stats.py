@@ -20,6 +20,7 @@ class SBStats:
         sb_steps: of those, batches on which selection ran.
         samples_seen: samples in the consumed loader batches.
         samples_scored: samples that went through the scoring forward.
+        samples_reused: samples of SB steps whose loss came from the cache instead of a forward.
         samples_kept: samples selection kept on SB steps.
         samples_yielded: samples handed to the training loop (plain batches whole, plus kept samples emitted).
         mean_loss_kept: mean scoring loss of the kept samples (nan before the first SB step).
@@ -32,6 +33,7 @@ class SBStats:
     sb_steps: int
     samples_seen: int
     samples_scored: int
+    samples_reused: int
     samples_kept: int
     samples_yielded: int
     mean_loss_kept: float
@@ -61,11 +63,19 @@ class StatsTracker:
     Reading :meth:`snapshot` moves two numbers to the host (one synchronisation, at the reader's choice).
     """
 
-    _COUNTERS = ("steps", "sb_steps", "samples_seen", "samples_scored", "samples_kept", "samples_yielded")
+    _COUNTERS = (
+        "steps",
+        "sb_steps",
+        "samples_seen",
+        "samples_scored",
+        "samples_reused",
+        "samples_kept",
+        "samples_yielded",
+    )
 
     def __init__(self) -> None:
         self.steps = self.sb_steps = 0
-        self.samples_seen = self.samples_scored = self.samples_kept = self.samples_yielded = 0
+        self.samples_seen = self.samples_scored = self.samples_reused = self.samples_kept = self.samples_yielded = 0
         self.scoring_seconds = 0.0
         self._candidates = 0  # samples selection ranked (finite ones under nan_policy='drop')
         self._loss_sums: torch.Tensor | None = None  # [kept, dropped]
