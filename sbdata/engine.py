@@ -158,7 +158,8 @@ class SelectionEngine:
         if self.return_weights and not self.policy.weighted:
             raise ValueError(
                 f"return_weights=True needs a sampling policy, but {self.policy!r} is deterministic: samples below "
-                "its cut have probability 0, so no unbiased weight exists; use policy='rank', 'random' or 'history'"
+                "its cut have probability 0, so no unbiased weight exists; use policy='rank', 'random' or "
+                "LossHistory(min_prob=0.05)"
             )
         self.policy.bind(self)
         first = next(model.parameters(), None)
