@@ -245,11 +245,15 @@ def write_plot(result: dict, path: Path) -> None:
     left.plot([t["samples"] / 1e6 for t in trace], [t["rss_mib"] for t in trace], label="RSS")
     left.plot([t["samples"] / 1e6 for t in trace], [t["peak_mib"] for t in trace], "--", label="peak RSS")
     left.set(xlabel="samples streamed (millions)", ylabel="MiB (main process)", title="pipeline + sb_select memory")
-    left.set_ylim(bottom=0)
-    left.legend()
+    left.set_ylim(0, 1.2 * max(t["peak_mib"] for t in trace))
+    left.legend(loc="lower right")
     names = ["pipeline", "pipeline_with_stage", "stage_alone", "stage_alone_mlp", "scoring_forward_mlp"]
-    right.barh(names, [result[n]["samples_per_s"] / 1e3 for n in names])
+    values = [result[n]["samples_per_s"] / 1e3 for n in names]
+    right.barh(names, values)
+    for y, value in enumerate(values):
+        right.text(value, y, f" {value:,.0f}", va="center")
     right.set_xscale("log")
+    right.set_xlim(1, 20 * max(values))
     right.set(xlabel="thousand samples/s (median, log scale)", title="throughput")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
