@@ -75,13 +75,13 @@ class SBSelector(BaseNode):
         else:
             self.source.reset(initial_state[self.SOURCE_KEY])
             engine_state = initial_state[self.ENGINE_KEY]
-            if engine_state["exhausted"]:
-                # The saved epoch had ended (nothing is held then: the flush is emitted at once). Ask the source
-                # again rather than stopping on the engine's word, as the uninterrupted pipeline's upstream nodes
-                # saw their own end: a restored SamplerWrapper only advances its epoch on the next reset() if it
-                # was asked for an item after the restore.
-                engine_state = {**engine_state, "exhausted": False}
             self.engine.load_state_dict(engine_state)
+            if self.engine.exhausted and not self.engine.pending:
+                # The saved epoch had ended with nothing held. Ask the source again rather than stopping on the
+                # engine's word, as the uninterrupted pipeline's upstream nodes saw their own end: a restored
+                # SamplerWrapper only advances its epoch on the next reset() if it was asked for an item after
+                # the restore.
+                self.engine.load_state_dict({**engine_state, "exhausted": False})
 
     def next(self) -> Any:
         check_not_in_worker(

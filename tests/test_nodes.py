@@ -31,23 +31,26 @@ def keys_of(batch) -> list[int]:
     return [int(k[1:]) for k in keys]
 
 
-def batches_node(n: int = 18, batch_size: int = 4, form: str = "tuple", workers: int = 0, seed: int = 3):
+def batches_node(
+    n: int = 18, batch_size: int = 4, form: str = "tuple", workers: int = 0, method: str = "thread", seed: int = 3
+):
     """SamplerWrapper (seeded per-epoch shuffle) -> [Parallel]Mapper -> Batcher -> collate: one node of batches."""
     dataset = OracleSamples(n, form)
     sampler = DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=seed)
     node = SamplerWrapper(sampler)
     if workers:
-        node = ParallelMapper(node, dataset.__getitem__, num_workers=workers, method="thread")
+        node = ParallelMapper(node, dataset.__getitem__, num_workers=workers, method=method)
     else:
         node = Mapper(node, dataset.__getitem__)
     return Mapper(Batcher(node, batch_size=batch_size, drop_last=False), default_collate)
 
 
 @pytest.mark.parametrize("form", ["tuple", "dict"])
-@pytest.mark.parametrize("workers", [0, 2])
-def test_topk_keeps_exactly_the_hardest_through_the_node(form, workers):
-    inputs = list(Loader(batches_node(form=form, workers=workers)))
-    loader = Loader(SBSelector(batches_node(form=form, workers=workers), OracleModel(LOSSES), ce, keep=0.5))
+@pytest.mark.parametrize(("workers", "method"), [(0, "thread"), (2, "thread"), (2, "process")])
+def test_topk_keeps_exactly_the_hardest_through_the_node(form, workers, method):
+    inputs = list(Loader(batches_node(form=form, workers=workers, method=method)))
+    source = batches_node(form=form, workers=workers, method=method)
+    loader = Loader(SBSelector(source, OracleModel(LOSSES), ce, keep=0.5))
     outs = list(loader)
     assert len(outs) == len(inputs) == 5  # 18 samples in batches of 4: the last has 2
     assert sorted(i for b in inputs for i in ids_of(b)) == list(range(18))
@@ -93,6 +96,19 @@ def make_pipeline(policy, batch_size, workers, keep=0.4):
 def test_loader_state_round_trip_mid_epoch_and_across_the_boundary(policy, batch_size, workers):
     reference = check_resume(make_pipeline(policy, batch_size, workers), epochs=2, midpoints=range(1, 12))
     assert len(reference) >= 5  # about 2-3 outputs per epoch: every midpoint, the epoch end included
+
+
+def test_state_taken_at_an_epoch_end_resumes_into_the_reshuffled_next_epoch():
+    def make():
+        return Loader(SBSelector(batches_node(batch_size=6), OracleModel(LOSSES), ce, keep=0.5))
+
+    loader = make()
+    first = [ids_of(o) for o in loader]  # the whole first epoch: 3 batches of 6
+    state = loader.state_dict()
+    second = [ids_of(o) for o in loader]
+    resumed = make()
+    resumed.load_state_dict(state)
+    assert [ids_of(o) for o in resumed] == second != first  # the sampler moved on to its next epoch's order
 
 
 def test_state_nests_source_and_engine_under_class_keys():
