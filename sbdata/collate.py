@@ -6,8 +6,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.utils.data import default_collate, get_worker_info
+from torch.utils.data import default_collate
 
+from ._placement import check_not_in_worker
 from .engine import SelectionEngine
 from .stats import SBStats
 
@@ -55,12 +56,11 @@ class SBCollator:
         self.engine = SelectionEngine(model, loss_fn, **options)
 
     def __call__(self, samples: Sequence[Any]) -> Any:
-        if get_worker_info() is not None:
-            raise RuntimeError(
-                "SBCollator ran in a DataLoader worker process, where the model is a stale copy of the one being "
-                "trained: use num_workers=0 with SBCollator, or wrap the DataLoader in sbdata.SBLoader, which "
-                "scores in the training process"
-            )
+        check_not_in_worker(
+            "SBCollator",
+            "use num_workers=0 with SBCollator, or wrap the DataLoader in sbdata.SBLoader, which scores in the "
+            "training process",
+        )
         return self.engine.process(self.collate_fn(samples))
 
     @property

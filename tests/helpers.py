@@ -147,3 +147,29 @@ def _assert_runs_equal(got: list[Any], want: list[Any], label: str) -> None:
     assert len(got) == len(want), f"{label}: {len(got)} batches, expected {len(want)}"
     for i, (a, b) in enumerate(zip(got, want, strict=True)):
         assert_batches_equal(a, b, f"{label}: batch {i}")
+
+
+def write_oracle_shards(root: Any, n: int, shards: int = 2) -> list[str]:
+    """Write ``n`` oracle samples to ``shards`` tar shards under ``root`` (a Path) with ``webdataset.ShardWriter``.
+
+    Sample ``i``: ``__key__`` ``s{i:04d}``, ``.npy`` float32 ``[i, 0, 0]`` (written without pickle), ``.cls`` 0.
+    Returns the shard paths in order.
+    """
+    import webdataset as wds
+
+    with wds.ShardWriter(str(root / "shard-%06d.tar"), maxcount=-(-n // shards), verbose=0) as sink:
+        for i in range(n):
+            buffer = io.BytesIO()
+            np.lib.format.write_array(buffer, np.array([i, 0, 0], dtype=np.float32), allow_pickle=False)
+            sink.write({"__key__": f"s{i:04d}", "npy": buffer.getvalue(), "cls": b"0"})
+    return sorted(str(path) for path in root.glob("shard-*.tar"))
+
+
+def decode_npy_cls(sample: Mapping[str, Any]) -> dict[str, Any]:
+    """Decode a raw WebDataset sample: only ``.npy`` (no pickle) and ``.cls``; other fields are dropped."""
+    return {
+        "__key__": sample["__key__"],
+        "__url__": sample["__url__"],
+        "npy": np.lib.format.read_array(io.BytesIO(sample["npy"]), allow_pickle=False),
+        "cls": int(sample["cls"]),
+    }

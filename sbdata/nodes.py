@@ -1,0 +1,108 @@
+"""SBSelector: the selection engine as a ``torchdata.nodes`` stage.
+
+Put it last in the pipeline, after the stages that run in threads or processes, so that it runs in the thread
+that trains::
+
+    node = Batcher(ParallelMapper(SamplerWrapper(sampler), dataset.__getitem__, num_workers=4), batch_size=64)
+    node = SBSelector(Mapper(node, default_collate), model, F.cross_entropy, keep=0.5)
+    loader = Loader(node)  # loader.state_dict() / load_state_dict() resume mid-epoch exactly
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+try:
+    from torchdata.nodes import BaseNode
+except ImportError as error:
+    raise ImportError('sbdata.nodes needs torchdata 0.11 (torchdata.nodes): pip install "sbdata[torchdata]"') from error
+
+from ._placement import check_not_in_worker, check_thread
+from .engine import SelectionEngine
+from .stats import SBStats
+
+__all__ = ["SBSelector"]
+
+
+class SBSelector(BaseNode):
+    """A ``BaseNode`` that takes batches from ``source`` and yields the samples worth a backward pass.
+
+    Each ``reset()`` without a state starts an epoch of ``source``; ``reset(state)`` (what ``Loader`` does after
+    ``load_state_dict``) restores the source and the engine (step counter, schedule position, generator, policy
+    state, pooled and queued samples) from one ``get_state()``, so a resumed pipeline yields exactly the batches
+    the uninterrupted one would have.
+
+    Placement: the scoring pass must see the live model between optimizer steps. The node raises if it is
+    iterated in a DataLoader worker process, or from a thread other than the one that built it (taken to be the
+    thread that trains), which is what a ``Prefetcher``, ``PinMemory`` or thread-based ``ParallelMapper``
+    placed after it would do: the scoring forward would then race ``optimizer.step()``'s in-place updates (and,
+    with ``score_mode="train"``, the training forward's normalisation buffers). Pass ``allow_other_threads=True``
+    only if you serialise the two yourself, e.g. a pipeline built in one thread and trained in another.
+
+    Args:
+        source: a ``BaseNode`` of batches (e.g. ``Batcher`` followed by a collate ``Mapper``).
+        model: the live model being trained.
+        loss_fn: ``loss_fn(outputs, targets, reduction='none')`` or a loss module.
+        allow_other_threads: let a thread other than the building one iterate the node. Default False.
+        **options: keyword options of :class:`~sbdata.SelectionEngine` (keep, policy, schedule, generator, ...).
+    """
+
+    SOURCE_KEY = "source"
+    ENGINE_KEY = "engine"
+
+    def __init__(
+        self, source: BaseNode, model: Any, loss_fn: Any, *, allow_other_threads: bool = False, **options: Any
+    ) -> None:
+        super().__init__()
+        if not isinstance(source, BaseNode):
+            raise TypeError(
+                f"source must be a torchdata.nodes.BaseNode of batches, got {type(source).__name__}: wrap an "
+                "iterable in torchdata.nodes.IterableWrapper"
+            )
+        if not isinstance(allow_other_threads, bool):
+            raise TypeError(f"allow_other_threads must be a bool, got {type(allow_other_threads).__name__}")
+        self.source = source
+        self.engine = SelectionEngine(model, loss_fn, **options)
+        self.allow_other_threads = allow_other_threads
+        self._owner = threading.get_ident()
+
+    def reset(self, initial_state: dict[str, Any] | None = None) -> None:
+        super().reset(initial_state)
+        if initial_state is None:
+            self.source.reset(None)
+            self.engine.begin_epoch()
+        else:
+            self.source.reset(initial_state[self.SOURCE_KEY])
+            engine_state = initial_state[self.ENGINE_KEY]
+            self.engine.load_state_dict(engine_state)
+            if self.engine.exhausted and not self.engine.pending:
+                # The saved epoch had ended with nothing held. Ask the source again rather than stopping on the
+                # engine's word, as the uninterrupted pipeline's upstream nodes saw their own end: a restored
+                # SamplerWrapper only advances its epoch on the next reset() if it was asked for an item after
+                # the restore.
+                self.engine.load_state_dict({**engine_state, "exhausted": False})
+
+    def next(self) -> Any:
+        check_not_in_worker(
+            "sbdata.nodes.SBSelector",
+            "put it after the DataLoader's workers, as the last node of a torchdata.nodes pipeline iterated by the "
+            "training process (use ParallelMapper for parallel loading before it)",
+        )
+        if not self.allow_other_threads:
+            check_thread(
+                self._owner,
+                "sbdata.nodes.SBSelector",
+                "Put it after any Prefetcher/PinMemory/thread ParallelMapper, as the last node before the Loader, "
+                "or build it in the training thread; pass allow_other_threads=True only if you keep scoring and "
+                "optimizer steps from overlapping yourself.",
+            )
+        return self.engine.next_output(self.source)
+
+    def get_state(self) -> dict[str, Any]:
+        return {self.SOURCE_KEY: self.source.state_dict(), self.ENGINE_KEY: self.engine.state_dict()}
+
+    @property
+    def stats(self) -> SBStats:
+        """Running statistics; reading them moves two numbers from the device."""
+        return self.engine.stats

@@ -1,0 +1,103 @@
+"""sb_select: the selection engine as a WebDataset pipeline stage.
+
+A curried generator over batches, composed after the loader's workers so that it scores in the training
+process::
+
+    stage = sb_select(model, F.cross_entropy, keep=0.5)
+    loader = wds.WebLoader(ds, batch_size=None, num_workers=4).unbatched().shuffle(1000).batched(64).compose(stage)
+
+It also works as the last stage of a ``wds.DataPipeline``, or on any iterable of batches. Batches are what
+WebDataset's batching produces: tuples or dicts whose fields are tensors, numpy arrays (selected along axis 0;
+numpy stays numpy) or lists such as ``__key__`` and ``__url__``, all subset consistently. The stage needs no
+WebDataset import and decodes nothing: decoding (and its safety) stays in the user's pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ._placement import check_not_in_worker
+from .engine import SelectionEngine
+from .stats import SBStats
+
+__all__ = ["SBSelect", "sb_select"]
+
+_FIX = (
+    "compose it after the loader, in the training process: wds.WebLoader(ds, ...).compose(sb_select(...)) or "
+    "the last stage of a DataPipeline iterated by the training loop, not inside the dataset the workers run"
+)
+
+
+def _sb_select(data: Iterable[Any], engine: SelectionEngine, resume: bool = False) -> Iterator[Any]:
+    """Yield the selected batches of one pass over ``data``; ``resume`` continues the engine's saved epoch."""
+    check_not_in_worker("sbdata.wds.sb_select", _FIX)
+    if not resume:
+        engine.begin_epoch()
+    yield from engine.iterate(iter(data))
+
+
+class SBSelect:
+    """The stage :func:`sb_select` returns: call it on an iterator of batches to get the selected batches.
+
+    Each call is one epoch of its input on the engine's clock. It holds the engine, so the selection state can be
+    checkpointed with :meth:`state_dict` next to the model's. After :meth:`load_state_dict`, the next call
+    continues the saved epoch (queued and pooled samples first, then the new input); restoring the input's
+    position is the input's job: a source that restarts from its beginning should skip :attr:`resume_skip`
+    batches.
+
+    Args:
+        model: the live model being trained.
+        loss_fn: ``loss_fn(outputs, targets, reduction='none')`` or a loss module.
+        **options: keyword options of :class:`~sbdata.SelectionEngine`.
+    """
+
+    ENGINE_KEY = "engine"
+
+    def __init__(self, model: Any, loss_fn: Any, **options: Any) -> None:
+        self.engine = SelectionEngine(model, loss_fn, **options)
+        self._resuming = False
+
+    def _continues(self) -> bool:
+        return self._resuming and not (self.engine.exhausted and not self.engine.pending)
+
+    def __call__(self, data: Iterable[Any]) -> Iterator[Any]:
+        if not isinstance(data, Iterable):
+            raise TypeError(f"sb_select stages take an iterable of batches, got {type(data).__name__}")
+        resume = self._continues()
+        self._resuming = False
+        return _sb_select(data, self.engine, resume)
+
+    @property
+    def resume_skip(self) -> int:
+        """Batches of the saved epoch already consumed, to skip in a source that restarts from its beginning
+        (0 unless a state was loaded and its epoch had not ended)."""
+        return self.engine.epoch_step if self._continues() else 0
+
+    @property
+    def stats(self) -> SBStats:
+        """Running statistics; reading them moves two numbers from the device."""
+        return self.engine.stats
+
+    def state_dict(self) -> dict[str, Any]:
+        return {self.ENGINE_KEY: self.engine.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a state; the next call continues the saved epoch."""
+        self.engine.load_state_dict(state[self.ENGINE_KEY])
+        self._resuming = True
+
+
+def sb_select(model: Any, loss_fn: Any, **options: Any) -> SBSelect:
+    """A WebDataset stage that keeps the samples worth a backward pass: ``stage(batches) -> batches``.
+
+    Args:
+        model: the live model being trained.
+        loss_fn: ``loss_fn(outputs, targets, reduction='none')`` or a loss module.
+        **options: keyword options of :class:`~sbdata.SelectionEngine` (keep, policy, schedule, split, ...);
+            for WebDataset dicts pass e.g. ``split=lambda b: (b["npy"], b["cls"])``.
+
+    Returns:
+        An :class:`SBSelect`, usable in ``.compose(...)`` and ``wds.DataPipeline(..., stage)``.
+    """
+    return SBSelect(model, loss_fn, **options)

@@ -1,0 +1,81 @@
+"""The three front ends are one engine: same batches and seed in, identical batches out; optional imports stay so."""
+
+import subprocess
+import sys
+
+import pytest
+import webdataset as wds
+from torchdata.nodes import IterableWrapper, Loader
+
+from sbdata import LossHistory, SBLoader, Schedule
+from sbdata.nodes import SBSelector
+from sbdata.wds import sb_select
+from tests.helpers import OracleModel, assert_batches_equal, ce, decode_npy_cls, write_oracle_shards
+
+LOSSES = [0.3, 2.5, 0.1, 1.7, 0.9, 3.2, 0.4, 2.2, 1.1, 0.6, 2.9, 0.2, 1.4, 0.8, 2.0, 0.5, 1.9, 0.7, 2.7, 1.2, 0.05]
+EPOCHS = 2
+
+
+def shard_batches(root) -> list:
+    """WebDataset batches as its batching makes them: numpy npy/cls, lists of __key__/__url__ strings."""
+    urls = write_oracle_shards(root, len(LOSSES), shards=3)
+    pipeline = wds.DataPipeline(wds.SimpleShardList(urls), wds.tarfile_to_samples(), wds.map(decode_npy_cls))
+    return list(pipeline.compose(wds.batched(6)))  # sizes 6, 6, 6, 3
+
+
+def run_all(batches, make_options):
+    """Outputs of EPOCHS passes through SBLoader, SBSelector (in a Loader) and sb_select, each freshly built
+    (``make_options()`` gives each its own policy object, since policies hold state)."""
+
+    def options():
+        return {"split": lambda b: (b["npy"], b["cls"]), **make_options()}
+
+    loader = SBLoader(batches, OracleModel(LOSSES), ce, **options())
+    node_loader = Loader(SBSelector(IterableWrapper(batches), OracleModel(LOSSES), ce, **options()))
+    stage = sb_select(OracleModel(LOSSES), ce, **options())
+    outputs = {
+        "SBLoader": [out for _ in range(EPOCHS) for out in loader],
+        "SBSelector": [out for _ in range(EPOCHS) for out in node_loader],
+        "sb_select": [out for _ in range(EPOCHS) for out in stage(iter(batches))],
+    }
+    return outputs, (loader.stats, node_loader.root.stats, stage.stats)
+
+
+@pytest.mark.parametrize(
+    "make_options",
+    [
+        lambda: {"keep": 0.5},
+        lambda: {"keep": 0.4, "policy": "rank", "generator": 7, "batch_size": 4, "return_weights": True},
+        lambda: {"keep": 0.5, "policy": LossHistory(history=6), "generator": 3, "batch_size": 5},
+        lambda: {"keep": 0.3, "policy": "random", "schedule": Schedule(start=0.25, interrupt=2, total_steps=8)},
+    ],
+    ids=["topk", "rank-pooled-weights", "history-pooled", "random-scheduled"],
+)
+def test_same_batches_and_seed_give_identical_outputs_through_every_front_end(tmp_path, make_options):
+    outputs, stats = run_all(shard_batches(tmp_path), make_options)
+    reference = outputs["SBLoader"]
+    assert len(reference) >= EPOCHS * 2
+    for name, got in outputs.items():
+        assert len(got) == len(reference), name
+        for i, (a, b) in enumerate(zip(got, reference, strict=True)):
+            assert_batches_equal(a, b, f"{name} batch {i}")
+    counts = [{k: v for k, v in one.as_dict().items() if k != "scoring_seconds"} for one in stats]  # not timing
+    assert counts[0] == counts[1] == counts[2]
+
+
+def test_import_sbdata_imports_neither_optional_library():
+    code = (
+        "import sys, sbdata, sbdata.wds\n"
+        "loaded = sorted(m for m in ('torchdata', 'webdataset') if m in sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=120)
+
+
+def test_missing_torchdata_names_the_extra_to_install():
+    code = "import sys\nsys.modules['torchdata'] = None\nimport sbdata.nodes\n"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert 'ImportError: sbdata.nodes needs torchdata 0.11 (torchdata.nodes): pip install "sbdata[torchdata]"' in (
+        result.stderr
+    )
