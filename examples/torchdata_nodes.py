@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 import io
 import math
-import random
+import sys
+from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -28,21 +28,8 @@ from torchdata.nodes import Batcher, Loader, Mapper, ParallelMapper, SamplerWrap
 from sbdata import Schedule
 from sbdata.nodes import SBSelector
 
-
-def mnist1d(num_samples: int) -> tuple[TensorDataset, TensorDataset]:
-    """MNIST-1D (train, test), built offline; ``make_dataset`` reseeds the global RNGs, so they are restored."""
-    import mnist1d.data
-
-    args = mnist1d.data.get_dataset_args()
-    args.num_samples = num_samples
-    saved = random.getstate(), np.random.get_state()
-    try:
-        data = mnist1d.data.make_dataset(args)
-    finally:
-        random.setstate(saved[0])
-        np.random.set_state(saved[1])
-    x, x_test = (torch.as_tensor(data[k], dtype=torch.float32) for k in ("x", "x_test"))
-    return TensorDataset(x, torch.as_tensor(data["y"])), TensorDataset(x_test, torch.as_tensor(data["y_test"]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import MLP, accuracy, load_mnist1d
 
 
 class EpochShuffle(Sampler[int]):
@@ -64,7 +51,7 @@ class EpochShuffle(Sampler[int]):
 
 def build(train: TensorDataset, args: argparse.Namespace) -> tuple[nn.Module, torch.optim.Optimizer, Loader]:
     torch.manual_seed(args.seed)
-    model = nn.Sequential(nn.Linear(40, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
+    model = MLP(hidden=128)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     node = SamplerWrapper(EpochShuffle(len(train), args.seed))
     node = ParallelMapper(node, train.__getitem__, num_workers=2, method="thread")  # loading in threads, before
@@ -93,11 +80,6 @@ def train(model, optimizer, loader, epochs: int, checkpoint_at: int | None = Non
     return seen, checkpoint
 
 
-def accuracy(model: nn.Module, data: TensorDataset) -> float:
-    with torch.no_grad():
-        return (model(data.tensors[0]).argmax(1) == data.tensors[1]).float().mean().item()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=5000, help="MNIST-1D samples (80%% train). Default 5000.")
@@ -107,7 +89,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    train_set, test_set = mnist1d(args.samples)
+    split = load_mnist1d(args.samples)
+    train_set = TensorDataset(split.x_train, split.y_train)
     per_epoch = math.ceil(len(train_set) / args.batch_size)
     checkpoint_at = per_epoch + per_epoch // 2  # the middle of the second epoch (of the first, with --epochs 1)
     if args.epochs == 1:
@@ -117,7 +100,7 @@ def main() -> None:
     model, optimizer, loader = build(train_set, args)
     reference, checkpoint = train(model, optimizer, loader, args.epochs, checkpoint_at)
     stats = loader.root.stats
-    print(f"trained {args.epochs} epochs: test accuracy {accuracy(model, test_set):.3f}")
+    print(f"trained {args.epochs} epochs: test accuracy {accuracy(model, split.x_test, split.y_test):.3f}")
     print(
         f"  {stats.steps} loader batches, {stats.sb_steps} selected; backprop on {stats.samples_yielded} of "
         f"{stats.samples_seen} samples ({stats.backprop_fraction:.0%}); mean loss kept {stats.mean_loss_kept:.3f} "

@@ -19,7 +19,7 @@ import argparse
 import collections
 import io
 import math
-import random
+import sys
 import tempfile
 from pathlib import Path
 
@@ -27,24 +27,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 import webdataset as wds
-from torch import nn
 
 from sbdata.wds import sb_select
 
-
-def mnist1d(num_samples: int) -> dict[str, np.ndarray]:
-    """MNIST-1D as arrays, built offline; ``make_dataset`` reseeds the global RNGs, so they are restored."""
-    import mnist1d.data
-
-    args = mnist1d.data.get_dataset_args()
-    args.num_samples = num_samples
-    saved = random.getstate(), np.random.get_state()
-    try:
-        data = mnist1d.data.make_dataset(args)
-    finally:
-        random.setstate(saved[0])
-        np.random.set_state(saved[1])
-    return {k: data[k].astype(np.float32) if k.startswith("x") else data[k] for k in ("x", "y", "x_test", "y_test")}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import MLP, accuracy, load_mnist1d
 
 
 def write_shards(x: np.ndarray, y: np.ndarray, root: Path, shards: int) -> list[str]:
@@ -77,11 +64,11 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
-    data = mnist1d(args.samples)
+    split = load_mnist1d(args.samples)
 
     with tempfile.TemporaryDirectory() as tmp:
-        urls = args.shards or write_shards(data["x"], data["y"], Path(tmp), args.num_shards)
-        model = nn.Sequential(nn.Linear(40, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
+        urls = args.shards or write_shards(split.x_train.numpy(), split.y_train.numpy(), Path(tmp), args.num_shards)
+        model = MLP(hidden=128)
         optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
         stage = sb_select(model, F.cross_entropy, keep=args.keep, generator=args.seed)
         # The workers read, decode and pre-batch whole shards (split_by_worker); the main process mixes samples
@@ -104,11 +91,9 @@ def main() -> None:
                 selected.update(keys)
                 labels.update(zip(keys, y.tolist(), strict=True))
 
-    with torch.no_grad():
-        logits = model(torch.as_tensor(data["x_test"]))
-        accuracy = (logits.argmax(1) == torch.as_tensor(data["y_test"])).float().mean().item()
     stats = stage.stats
-    print(f"trained {args.epochs} epochs on the stream: test accuracy {accuracy:.3f}")
+    test_accuracy = accuracy(model, split.x_test, split.y_test)
+    print(f"trained {args.epochs} epochs on the stream: test accuracy {test_accuracy:.3f}")
     print(
         f"  {stats.samples_seen} samples streamed, backprop on {stats.samples_yielded} "
         f"({stats.backprop_fraction:.0%}); mean loss kept {stats.mean_loss_kept:.3f} vs dropped "

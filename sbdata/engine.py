@@ -194,6 +194,15 @@ class SelectionEngine:
         return self._exhausted
 
     @property
+    def mid_epoch(self) -> bool:
+        """Whether the current epoch can still yield: its source has not run out, or batches are still held.
+
+        After :meth:`load_state_dict`, front ends continue the saved epoch when this is true and start a new one
+        otherwise.
+        """
+        return not self._exhausted or bool(self._ready) or (self.pool is not None and len(self.pool) > 0)
+
+    @property
     def stats(self) -> SBStats:
         return self.tracker.snapshot()
 

@@ -74,7 +74,7 @@ class SBLoader:
 
     def __iter__(self) -> Iterator[Any]:
         skip = 0
-        if self._resuming and not (self.engine.exhausted and not self.engine.pending):
+        if self._resuming and self.engine.mid_epoch:
             skip = 0 if self._stateful() else self.engine.epoch_step
         else:
             self.engine.begin_epoch()

@@ -76,7 +76,7 @@ class SBSelector(BaseNode):
             self.source.reset(initial_state[self.SOURCE_KEY])
             engine_state = initial_state[self.ENGINE_KEY]
             self.engine.load_state_dict(engine_state)
-            if self.engine.exhausted and not self.engine.pending:
+            if not self.engine.mid_epoch:
                 # The saved epoch had ended with nothing held. Ask the source again rather than stopping on the
                 # engine's word, as the uninterrupted pipeline's upstream nodes saw their own end: a restored
                 # SamplerWrapper only advances its epoch on the next reset() if it was asked for an item after
@@ -106,3 +106,7 @@ class SBSelector(BaseNode):
     def stats(self) -> SBStats:
         """Running statistics; reading them moves two numbers from the device."""
         return self.engine.stats
+
+    def observe(self, batch: Any, losses: Any) -> None:
+        """Give the training step's per-sample losses for a yielded batch to the cache (see ``LossCache``)."""
+        self.engine.observe(batch, losses)

@@ -59,7 +59,7 @@ class SBSelect:
         self._resuming = False
 
     def _continues(self) -> bool:
-        return self._resuming and not (self.engine.exhausted and not self.engine.pending)
+        return self._resuming and self.engine.mid_epoch
 
     def __call__(self, data: Iterable[Any]) -> Iterator[Any]:
         if not isinstance(data, Iterable):
@@ -78,6 +78,10 @@ class SBSelect:
     def stats(self) -> SBStats:
         """Running statistics; reading them moves two numbers from the device."""
         return self.engine.stats
+
+    def observe(self, batch: Any, losses: Any) -> None:
+        """Give the training step's per-sample losses for a yielded batch to the cache (see ``LossCache``)."""
+        self.engine.observe(batch, losses)
 
     def state_dict(self) -> dict[str, Any]:
         return {self.ENGINE_KEY: self.engine.state_dict()}

@@ -165,3 +165,24 @@ def test_observe_misuse():
 def test_collator_refuses_epoch_aged_cache():
     with pytest.raises(ValueError, match="unit='step'"):
         SBCollator(OracleModel(LOSSES), ce, cache=LossCache(size=16), id_key="index")
+
+
+def test_observe_reaches_the_cache_through_the_node_and_the_stage():
+    from torchdata.nodes import IterableWrapper, Loader
+
+    from sbdata.nodes import SBSelector
+    from sbdata.wds import sb_select
+
+    for build in ("node", "stage"):
+        model = OracleModel(LOSSES)
+        options = {"keep": 0.25, "cache": LossCache(staleness=0, size=16), "id_key": "index"}
+        if build == "node":
+            front = SBSelector(IterableWrapper(BATCHES), model, ce, **options)
+            outputs = iter(Loader(front))
+        else:
+            front = sb_select(model, ce, **options)
+            outputs = front(BATCHES)
+        assert ids_of(next(outputs)) == [1, 5]
+        front.observe(indexed(range(8, 12)), torch.tensor([9.0, 8.0, 0.0, 0.0]))
+        assert ids_of(next(outputs)) == [8, 9], build
+        assert model.calls == [8, 4], build

@@ -80,3 +80,23 @@ def test_sampling_base_policy_gives_weights():
 def test_misuse_errors(make, kwargs, error, fragment):
     with pytest.raises(error, match=fragment):
         SelectionEngine(OracleModel(TRAIN), ce, policy=make(), **kwargs)
+
+
+def test_key_table_through_the_webdataset_stage(tmp_path):
+    import webdataset as wds
+
+    from sbdata.wds import sb_select
+    from tests.helpers import decode_npy_cls, write_oracle_shards
+
+    shards = write_oracle_shards(tmp_path, 8, shards=2)
+    table = {f"s{i:04d}": loss for i, loss in enumerate(IRREDUCIBLE)}
+    stage = sb_select(
+        OracleModel(TRAIN), ce, keep=0.25, policy=ReducibleLoss(table), id_key="__key__",
+        split=lambda b: (b["npy"], b["cls"]),
+    )  # fmt: skip
+    pipeline = wds.DataPipeline(
+        wds.SimpleShardList(shards), wds.tarfile_to_samples(), wds.map(decode_npy_cls), wds.batched(8), stage
+    )
+    (out,) = list(pipeline)
+    assert out["__key__"] == ["s0002", "s0003"]  # the noisy s0000/s0001 are not preferred
+    assert ids_of((out["npy"],)) == [2, 3]
