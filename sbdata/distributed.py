@@ -17,7 +17,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from . import _batch
 
-__all__ = ["SYNC_MODES", "Lockstep", "joined_late", "make_lockstep", "scoring_module"]
+__all__ = ["SYNC_MODES", "Lockstep", "in_job", "joined_late", "make_lockstep", "scoring_module"]
 
 SYNC_MODES = ("local", "global")
 _NO_BATCH = object()
@@ -45,7 +45,7 @@ def make_lockstep(sync: str, process_group: Any, device: torch.device) -> Lockst
     """
     if sync not in SYNC_MODES:
         raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
-    initialised = dist.is_available() and dist.is_initialized()
+    initialised = in_job()
     if initialised and process_group is dist.GroupMember.NON_GROUP_MEMBER:  # what new_group gives non-members
         raise ValueError("this process is not a member of process_group: pass a group that contains every rank")
     if process_group is not None and not (initialised and isinstance(process_group, dist.ProcessGroup)):
@@ -63,12 +63,23 @@ def make_lockstep(sync: str, process_group: Any, device: torch.device) -> Lockst
     group = process_group if process_group is not None else dist.group.WORLD
     if dist.get_world_size(group) == 1:
         return None
-    return Lockstep(group, sync, device)
+    return Lockstep(group, device)
+
+
+def in_job() -> bool:
+    """Whether ``torch.distributed`` is available and initialised in this process."""
+    return dist.is_available() and dist.is_initialized()
 
 
 def joined_late() -> bool:
-    """True when a process group of several ranks exists now, for an engine built before it was initialised."""
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    """Whether a default group of several ranks exists now (asked of an engine built before there was one)."""
+    return in_job() and dist.get_world_size() > 1
+
+
+def _takes_cpu_tensors(group: Any) -> bool:
+    """Whether the group's backend has a CPU implementation ("cpu:gloo,cuda:nccl" has; "cuda:nccl" has not)."""
+    config = dist.get_backend_config(group) if hasattr(dist, "get_backend_config") else dist.get_backend(group)
+    return "cpu:" in str(config) or any(name in str(config) for name in ("gloo", "mpi"))
 
 
 class Lockstep:
@@ -98,17 +109,14 @@ class Lockstep:
 
     Args:
         group: the process group the ranks share.
-        sync: ``"local"`` or ``"global"``.
         device: the engine's scoring device; the flags go to the CPU when the group's backend takes CPU tensors.
     """
 
-    def __init__(self, group: Any, sync: str, device: torch.device) -> None:
+    def __init__(self, group: Any, device: torch.device) -> None:
         self.group = group
-        self.sync = sync
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
-        backend = str(dist.get_backend(group)).lower()
-        self.flag_device = torch.device("cpu") if any(n in backend for n in ("gloo", "mpi", "ucc")) else device
+        self.flag_device = torch.device("cpu") if _takes_cpu_tensors(group) else device
         self.agreed = 0  # outputs every rank holds and will yield without asking again
         self.ended = False  # the end of the epoch has been agreed
         self.even = True  # every round of this epoch had one batch size on all ranks

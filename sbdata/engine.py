@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from . import _batch
-from .distributed import joined_late, make_lockstep, scoring_module
+from .distributed import in_job, joined_late, make_lockstep, scoring_module
 from .pool import Pool
 from .registry import resolve_policy
 from .schedule import Schedule
@@ -146,6 +146,7 @@ class SelectionEngine:
         )
         self.device = torch.device(device) if device is not None else _model_device(model)
         self._lockstep = make_lockstep(sync, process_group, self.device)
+        self._built_in_job = in_job()
         self.sync = sync
         self._scoring_model = scoring_module(model)
         self.generator = _make_generator(generator, self.device)
@@ -207,7 +208,7 @@ class SelectionEngine:
             self.pool.clear()
         if self._lockstep is not None:
             self._lockstep.begin_epoch()
-        elif joined_late():
+        elif not self._built_in_job and joined_late():
             raise RuntimeError(
                 "torch.distributed was initialised after this loader was built, so its ranks would not run in "
                 "lockstep and could hang: build the loader after init_process_group()"

@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import torch
@@ -257,7 +258,15 @@ def scenario_errors(rank: int) -> dict[str, Any]:
     engine = SelectionEngine(OracleModel(table()), ce, process_group=dist.group.WORLD)
     out["lockstep"] = engine._lockstep is not None
     solos = [dist.new_group([0]), dist.new_group([1])]  # every rank creates every group, in the same order
-    out["solo_lockstep"] = SelectionEngine(OracleModel(table()), ce, process_group=solos[rank])._lockstep is not None
+    solo = SelectionEngine(OracleModel(table()), ce, process_group=solos[rank])
+    out["solo_lockstep"] = solo._lockstep is not None
+    solo.begin_epoch()  # a group of one in a larger job is a deliberate choice, not a late init
+    with mock.patch("torch.distributed.is_initialized", return_value=False):
+        early = SelectionEngine(OracleModel(table()), ce)  # as if built before init_process_group
+    try:
+        early.begin_epoch()
+    except RuntimeError as error:
+        out["late"] = str(error)
     try:
         SelectionEngine(OracleModel(table()), ce, process_group=solos[1 - rank])
     except (TypeError, ValueError) as error:
@@ -580,6 +589,7 @@ def test_group_options(engine_records):
         assert records["errors"]["lockstep"] is True
         assert records["errors"]["solo_lockstep"] is False  # a group of one runs alone, without collectives
         assert "every rank" in records["errors"]["other_group"]
+        assert "build the loader after init_process_group()" in records["errors"]["late"]
 
 
 def test_collective_payloads_are_the_documented_ones(engine_records):
