@@ -12,6 +12,7 @@ Prints each rank's kept counts and the final test accuracy.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 
@@ -70,27 +71,13 @@ def accuracy(model: nn.Module, data: TensorDataset, device: torch.device) -> flo
     return correct / len(y)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--samples", type=int, default=4000, help="MNIST-1D samples, train and test. Default 4000.")
-    parser.add_argument("--epochs", type=int, default=15, help="Default 15.")
-    parser.add_argument("--batch-size", type=int, default=64, help="loader batch per rank. Default 64.")
-    parser.add_argument("--keep", type=float, default=0.5, help="share kept on SB steps. Default 0.5.")
-    parser.add_argument("--policy", default="rank", choices=sorted(sbdata.POLICIES), help="Default rank.")
-    parser.add_argument("--sync", default="local", choices=["local", "global"], help="Default local.")
-    parser.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate. Default 1e-2.")
-    args = parser.parse_args()
-
-    cuda = torch.cuda.is_available()
-    dist.init_process_group("nccl" if cuda else "gloo")
+def train_and_report(args: argparse.Namespace, device: torch.device) -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
-    if cuda:
-        torch.cuda.set_device(device)
-
     train, test = mnist1d(args.samples, seed=42)
     torch.manual_seed(0)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
-    model = DistributedDataParallel(ConvNet().to(device), device_ids=[device.index] if cuda else None)
+    model = DistributedDataParallel(
+        ConvNet().to(device), device_ids=[device.index] if device.index is not None else None
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
 
     sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=True, seed=0)
@@ -129,6 +116,27 @@ def main() -> None:
         dist.barrier()
     if rank == 0:
         print(f"final test accuracy: {accuracy(model.module, test, device):.3f}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--samples", type=int, default=4000, help="MNIST-1D samples, train and test. Default 4000.")
+    parser.add_argument("--epochs", type=int, default=15, help="Default 15.")
+    parser.add_argument("--batch-size", type=int, default=64, help="loader batch per rank. Default 64.")
+    parser.add_argument("--keep", type=float, default=0.5, help="share kept on SB steps. Default 0.5.")
+    parser.add_argument("--policy", default="rank", choices=sorted(sbdata.POLICIES), help="Default rank.")
+    parser.add_argument("--sync", default="local", choices=["local", "global"], help="Default local.")
+    parser.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate. Default 1e-2.")
+    args = parser.parse_args()
+
+    cuda = torch.cuda.is_available()
+    dist.init_process_group("nccl" if cuda else "gloo")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    train_and_report(args, device)
+    gc.collect()  # free DDP's reducer while the process group lives (else CPU runs can abort at exit)
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -9,6 +9,7 @@ hang: the gloo timeout turns that into an error, and the spawn timeout into a te
 from __future__ import annotations
 
 import datetime
+import gc
 import multiprocessing
 import os
 import queue
@@ -64,6 +65,7 @@ def _entry(scenarios: list[str], rank: int, port: int, results: Any, shared: dic
     except BaseException:
         results.put((rank, traceback.format_exc(), None))
     finally:
+        gc.collect()  # free DDP reducers while the group lives: torch 2.13 on CPU can abort at exit otherwise
         if dist.is_initialized():
             dist.destroy_process_group()
 
