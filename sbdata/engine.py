@@ -70,7 +70,8 @@ class SelectionEngine:
         split: ``split(batch) -> (inputs, targets)``; default takes a 2-sequence or ``input``/``target`` keys.
         forward: ``forward(model, inputs) -> outputs``; default ``model(inputs)``.
         reduce: ``reduce(losses, targets) -> (B,)`` for losses with extra dims; default mean over them.
-        generator: ``torch.Generator`` on the scoring device, or an int seed; None seeds 0. Default None.
+        generator: ``torch.Generator`` on the scoring device, or an int seed; None seeds 0 (under
+            ``torch.distributed``, the rank, so that ranks draw independently). Default None.
         nan_policy: for non-finite losses, ``"raise"`` (naming the positions; reads one flag per SB step),
             ``"drop"`` (never keep them; one sync) or ``"keep"`` (treat them as the hardest; no sync).
             Default ``"raise"``.

@@ -13,6 +13,7 @@ import gc
 import multiprocessing
 import os
 import queue
+import signal
 import socket
 import subprocess
 import sys
@@ -681,11 +682,19 @@ def test_example_runs_under_torchrun():
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                str(ROOT / "examples" / "ddp.py"), "--samples", "1000", "--epochs", "2"]  # fmt: skip
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=SPAWN_TIMEOUT)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # its own session, so that a hang is ended with torchrun's workers, not only torchrun
+    launcher = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)  # fmt: skip
+    try:
+        stdout, stderr = launcher.communicate(timeout=SPAWN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.communicate()
+        pytest.fail(f"torchrun examples/ddp.py did not finish within {SPAWN_TIMEOUT}s: a hang")
+    assert launcher.returncode == 0, stdout[-3000:] + stderr[-3000:]
     for rank in range(WORLD):
-        assert f"rank {rank}: kept" in done.stdout
-    assert "final test accuracy:" in done.stdout
+        assert f"rank {rank}: kept" in stdout
+    assert "final test accuracy:" in stdout
 
 
 # ----------------------------------------------------------------------------------------------- one process
