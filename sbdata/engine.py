@@ -16,6 +16,7 @@ from torch import nn
 
 from . import _batch
 from .cache import LossCache
+from .distributed import in_job, joined_late, make_lockstep, scoring_module
 from .pool import Pool
 from .registry import resolve_policy
 from .schedule import Schedule
@@ -70,7 +71,8 @@ class SelectionEngine:
         split: ``split(batch) -> (inputs, targets)``; default takes a 2-sequence or ``input``/``target`` keys.
         forward: ``forward(model, inputs) -> outputs``; default ``model(inputs)``.
         reduce: ``reduce(losses, targets) -> (B,)`` for losses with extra dims; default mean over them.
-        generator: ``torch.Generator`` on the scoring device, or an int seed; None seeds 0. Default None.
+        generator: ``torch.Generator`` on the scoring device, or an int seed; None seeds 0 (under
+            ``torch.distributed``, the rank, so that ranks draw independently). Default None.
         nan_policy: for non-finite losses, ``"raise"`` (naming the positions; reads one flag per SB step),
             ``"drop"`` (never keep them; one sync) or ``"keep"`` (treat them as the hardest; no sync).
             Default ``"raise"``.
@@ -83,6 +85,11 @@ class SelectionEngine:
             needed by id-keyed policies and the cache. Default None.
         cache: a :class:`~sbdata.LossCache`: samples whose cached loss is fresh skip the scoring forward; needs
             ``id_key``. Default None.
+        sync: under ``torch.distributed``, ``"local"`` (each rank ranks its own batch) or ``"global"`` (ranks'
+            policies see every rank's candidate scores; each still keeps its own share). Default ``"local"``.
+            See ``docs/distributed.md``.
+        process_group: the ranks that train together; None is the default group. With an initialised group of
+            more than one rank, the engine runs in lockstep with them. Default None.
     """
 
     def __init__(
@@ -107,6 +114,8 @@ class SelectionEngine:
         return_weights: bool = False,
         id_key: str | int | Callable[[Any], Any] | None = None,
         cache: LossCache | None = None,
+        sync: str = "local",
+        process_group: Any = None,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be the torch.nn.Module being trained, got {type(model).__name__}")
@@ -145,7 +154,13 @@ class SelectionEngine:
             autocast_dtype=autocast_dtype,
         )
         self.device = torch.device(device) if device is not None else _model_device(model)
+        self._lockstep = make_lockstep(sync, process_group, self.device)
+        self._built_in_job = in_job()
+        self.sync = sync
+        self._scoring_model = scoring_module(model)
         self.generator = _make_generator(generator, self.device)
+        if generator is None and self._lockstep is not None:
+            self.generator.manual_seed(self._lockstep.rank)  # independent draws on each rank
         self.split = split if split is not None else _batch.default_split
         self.nan_policy = nan_policy
         self.batch_size = batch_size
@@ -220,13 +235,23 @@ class SelectionEngine:
         self._ready.clear()
         if self.pool is not None:
             self.pool.clear()
+        if self._lockstep is not None:
+            self._lockstep.begin_epoch()
+        elif not self._built_in_job and joined_late():
+            raise RuntimeError(
+                "torch.distributed was initialised after this loader was built, so its ranks would not run in "
+                "lockstep and could hang: build the loader after init_process_group()"
+            )
 
     def next_output(self, source: Iterator[Any]) -> Any:
         """The next batch to train on, pulling loader batches from ``source`` as needed.
 
         Raises:
-            StopIteration: when ``source`` is exhausted and everything held has been emitted.
+            StopIteration: when ``source`` is exhausted and everything held has been emitted; under
+                ``torch.distributed``, when that is so on any rank (see :class:`~sbdata.distributed.Lockstep`).
         """
+        if self._lockstep is not None:
+            return self._lockstep.next_output(self, source)
         while not self._ready:
             if self._exhausted:
                 raise StopIteration
@@ -259,10 +284,11 @@ class SelectionEngine:
         return self._ready.popleft()
 
     # ----------------------------------------------------------------- one batch
-    def push(self, batch: Any, emit_empty: bool = False) -> None:
+    def push(self, batch: Any, emit_empty: bool = False, active: bool | None = None) -> None:
         """Consume one loader batch; whatever it completes is queued for :meth:`next_output`.
 
-        In the unpooled path a batch from which nothing was kept emits nothing, unless ``emit_empty``.
+        In the unpooled path a batch from which nothing was kept emits nothing, unless ``emit_empty``. ``active``
+        overrides the schedule's decision (the lockstep passes the one all ranks agreed on); None asks it.
         """
         anchor = next(self.model.parameters(), None)
         if anchor is not None and self._anchored and anchor.device != self.device:
@@ -273,7 +299,8 @@ class SelectionEngine:
         n = _batch.batch_size(batch)
         if n is None:
             raise ValueError(f"batch of type {type(batch).__name__} has no field with a batch dimension")
-        active = self.schedule.is_active(self._step, self._epoch_step)
+        if active is None:
+            active = self.schedule.is_active(self._step, self._epoch_step)
         self._step += 1
         self._epoch_step += 1
         self.tracker.steps += 1
@@ -305,13 +332,19 @@ class SelectionEngine:
         )  # fmt: skip
         scores = self.policy.adjust(losses, context)
         candidates, scores = self._screen(scores)
+        population = None
+        if self._lockstep is not None and self.sync == "global" and self.policy.uses_population:
+            population = self._lockstep.gather(scores)  # on every rank, even one with no candidate left
         if candidates is not None:
             losses = losses.index_select(0, candidates)
         if scores.shape[0] == 0:  # every loss was non-finite and nan_policy='drop'
             nothing = torch.empty(0, dtype=torch.long, device=self.device)
             ratio = nothing.to(torch.float32) if self.return_weights else None
             return _batch.select(batch, nothing), 0, ratio, 0, 1.0
-        selection = self.policy.select(scores, self.keep, self.generator)
+        if population is None:
+            selection = self.policy.select(scores, self.keep, self.generator)
+        else:
+            selection = self.policy.select_global(scores, self.keep, self.generator, *population)
         self.tracker.record_selection(losses, selection.index)
         index = selection.index if candidates is None else candidates.index_select(0, selection.index)
         ratio = selection.expected / selection.prob if self.return_weights else None
@@ -321,19 +354,19 @@ class SelectionEngine:
         """Per-sample losses of the live model: scored, or taken from the cache where still fresh."""
         if self.cache is None:
             self.tracker.samples_scored += n
-            return self.scorer(self.model, inputs, targets, n, self.device)
+            return self.scorer(self._scoring_model, inputs, targets, n, self.device)
         now = self._now()
         known = self.cache.lookup(ids, now)
         stale = known.stale.shape[0]
         self.tracker.samples_scored += stale
         self.tracker.samples_reused += n - stale
-        if stale == 0:
+        if stale == 0 and self._lockstep is None:  # in lockstep every rank scores, if only zero samples (FSDP)
             return known.losses
         if stale == n:
-            fresh = self.scorer(self.model, inputs, targets, n, self.device)
+            fresh = self.scorer(self._scoring_model, inputs, targets, n, self.device)
         else:
             sub_inputs, sub_targets = _batch.select(inputs, known.stale), _batch.select(targets, known.stale)
-            fresh = self.scorer(self.model, sub_inputs, sub_targets, stale, self.device)
+            fresh = self.scorer(self._scoring_model, sub_inputs, sub_targets, stale, self.device)
         self.cache.store(known, fresh, now)
         return known.losses.index_copy(0, known.stale, fresh)
 
@@ -416,6 +449,7 @@ class SelectionEngine:
             "ready": list(self._ready),
             "stats": self.tracker.state_dict(),
             "cache": None if self.cache is None else self.cache.state_dict(),
+            "lockstep": None if self._lockstep is None else self._lockstep.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -435,3 +469,5 @@ class SelectionEngine:
             raise ValueError("state was saved with a different cache setting (with vs without a LossCache)")
         if self.cache is not None:
             self.cache.load_state_dict(state["cache"])
+        if self._lockstep is not None and state.get("lockstep") is not None:
+            self._lockstep.load_state_dict(state["lockstep"])

@@ -25,6 +25,9 @@ class LossHistory(SelectionPolicy):
     (``batch_size=``) and costs one small device-to-host transfer per batch: the ``nonzero`` that sizes the
     kept index. That is its only synchronisation.
 
+    With ``sync="global"`` the history remembers every rank's scores (the same buffer on all ranks, filling
+    ``world_size`` times faster: scale ``history`` accordingly), and each rank draws for its own samples.
+
     Args:
         history: scores remembered, >= 1. Default 1024.
         beta: exponent >= 0 on the percentile; None derives it from ``keep`` as ``1 / keep - 1``. Default None.
@@ -50,6 +53,10 @@ class LossHistory(SelectionPolicy):
     @property
     def fixed_count(self) -> bool:
         return False
+
+    @property
+    def uses_population(self) -> bool:
+        return True
 
     def bind(self, engine: Any) -> None:
         if engine.return_weights and self.min_prob == 0.0:
@@ -90,6 +97,15 @@ class LossHistory(SelectionPolicy):
 
     def select(self, scores: torch.Tensor, keep: float, generator: torch.Generator) -> Selection:
         self._remember(scores)
+        return self._draw(scores, keep, generator)
+
+    def select_global(
+        self, scores: torch.Tensor, keep: float, generator: torch.Generator, population: torch.Tensor, offset: int
+    ) -> Selection:
+        self._remember(population)
+        return self._draw(scores, keep, generator)
+
+    def _draw(self, scores: torch.Tensor, keep: float, generator: torch.Generator) -> Selection:
         prob = self.percentiles(scores).pow(self.exponent(keep)).clamp(min=self.min_prob)
         draw = torch.rand(scores.shape[0], device=scores.device, generator=generator)
         index = torch.nonzero(draw < prob).squeeze(1)  # the policy's one host sync: the kept count

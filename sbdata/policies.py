@@ -107,6 +107,11 @@ class SelectionPolicy:
         """True when inclusion probabilities exist, so unbiased importance weights can be given."""
         return True
 
+    @property
+    def uses_population(self) -> bool:
+        """True when :meth:`select_global` uses the other ranks' scores (so ``sync="global"`` gathers them)."""
+        return False
+
     def bind(self, engine: Any) -> None:
         """Check the engine's options once, at construction; raise ValueError on a misuse."""
 
@@ -117,6 +122,25 @@ class SelectionPolicy:
     def select(self, scores: torch.Tensor, keep: float, generator: torch.Generator) -> Selection:
         """Choose samples from ``scores`` (N,); N >= 1 and every score is finite or +inf."""
         raise NotImplementedError
+
+    def select_global(
+        self, scores: torch.Tensor, keep: float, generator: torch.Generator, population: torch.Tensor, offset: int
+    ) -> Selection:
+        """Choose from this rank's ``scores`` knowing every rank's (``sync="global"``; see ``docs/distributed.md``).
+
+        Args:
+            scores: this rank's (N,) candidate scores.
+            keep: the engine's keep share.
+            generator: the engine's generator.
+            population: every rank's candidate scores in rank order, (N_global,); it contains ``scores`` at
+                ``population[offset : offset + N]``.
+            offset: where this rank's scores begin in ``population``.
+
+        The default ignores the population: for a policy that keeps ``keep_count(keep, N)`` of a rank's own
+        samples by their order alone (:class:`TopK`) or at random (:class:`RandomK`), the global batch changes
+        nothing.
+        """
+        return self.select(scores, keep, generator)
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -160,14 +184,30 @@ class RankWeighted(SelectionPolicy):
     given generator instead of numpy. The inclusion probability reported for importance weights is the one
     conditional on the (k+1)-th largest perturbed key (priority sampling; Kool et al. 2019), whose
     Horvitz-Thompson sum is unbiased.
+
+    With ``sync="global"`` the rank and N are those of the global batch (ties by rank, then position), and each
+    rank still draws ``keep_count(keep, N_local)`` of its own samples with those weights.
     """
 
     name = "rank"
 
+    @property
+    def uses_population(self) -> bool:
+        return True
+
     def select(self, scores: torch.Tensor, keep: float, generator: torch.Generator) -> Selection:
-        n = scores.shape[0]
+        return self._draw(rank_log_weights(scores, keep), keep, generator)
+
+    def select_global(
+        self, scores: torch.Tensor, keep: float, generator: torch.Generator, population: torch.Tensor, offset: int
+    ) -> Selection:
+        own = rank_log_weights(population, keep)[offset : offset + scores.shape[0]]
+        return self._draw(own, keep, generator)
+
+    def _draw(self, log_weight: torch.Tensor, keep: float, generator: torch.Generator) -> Selection:
+        n = log_weight.shape[0]
         k = keep_count(keep, n)
-        index, prob = gumbel_top_k(rank_log_weights(scores, keep), k, generator)
+        index, prob = gumbel_top_k(log_weight, k, generator)
         return Selection(index, prob, k / n)
 
 

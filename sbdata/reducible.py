@@ -58,6 +58,10 @@ class ReducibleLoss(SelectionPolicy):
     def weighted(self) -> bool:
         return self.base.weighted
 
+    @property
+    def uses_population(self) -> bool:
+        return self.base.uses_population
+
     def bind(self, engine: Any) -> None:
         if isinstance(self.irreducible, nn.Module):
             for tensor in (*self.irreducible.parameters(), *self.irreducible.buffers()):
@@ -102,6 +106,11 @@ class ReducibleLoss(SelectionPolicy):
 
     def select(self, scores: torch.Tensor, keep: float, generator: torch.Generator) -> Selection:
         return self.base.select(scores, keep, generator)
+
+    def select_global(
+        self, scores: torch.Tensor, keep: float, generator: torch.Generator, population: torch.Tensor, offset: int
+    ) -> Selection:
+        return self.base.select_global(scores, keep, generator, population, offset)
 
     def state_dict(self) -> dict[str, Any]:
         return self.base.state_dict()

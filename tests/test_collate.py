@@ -18,13 +18,6 @@ def test_collator_keeps_the_hardest_of_each_batch():
     assert expected_topk(LOSSES, list(range(0, 8)), 0.25) == [1, 5]
 
 
-def test_collator_in_a_worker_process_names_the_fix():
-    collator = SBCollator(OracleModel(LOSSES), ce)
-    loader = DataLoader(dataset(), batch_size=8, collate_fn=collator, num_workers=1)
-    with pytest.raises(RuntimeError, match="stale copy.*wrap the DataLoader in sbdata.SBLoader"):
-        next(iter(loader))
-
-
 def test_collator_refuses_the_pooled_path():
     with pytest.raises(ValueError, match="cannot pool to a fixed batch_size="):
         SBCollator(OracleModel(LOSSES), ce, batch_size=4)

@@ -13,6 +13,9 @@ def test_collator_in_a_worker_process_raises_naming_the_fix():
     batches = iter(DataLoader(TensorDataset(*oracle_batch(range(8))), batch_size=4, num_workers=1, collate_fn=collate))
     with pytest.raises(RuntimeError, match=r"SBCollator ran in DataLoader worker process 0.*use num_workers=0"):
         next(batches)
+    with pytest.raises(RuntimeError):  # read to the end, so the worker exits now rather than at a 5 s join timeout
+        next(batches)
+    assert next(batches, None) is None
 
 
 def test_guards_pass_where_the_model_lives():

@@ -1,0 +1,202 @@
+"""Lockstep selection under ``torch.distributed`` (DDP, FSDP, torchrun); see ``docs/distributed.md``.
+
+With a process group of more than one rank, the engine hands its driver loop to a :class:`Lockstep`, which makes
+every rank pull, score and yield in step: a rank never runs a scoring forward or a training step that another
+rank does not also run, so collective forwards (FSDP) and backwards (DDP) cannot hang on uneven data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from . import _batch
+
+__all__ = ["SYNC_MODES", "Lockstep", "in_job", "joined_late", "make_lockstep", "scoring_module"]
+
+SYNC_MODES = ("local", "global")
+_NO_BATCH = object()
+_NO_SIZE = 2**62  # stands in for the batch size of a rank without a batch, so it never lowers the minimum
+
+
+def scoring_module(model: nn.Module) -> nn.Module:
+    """The module the scoring pass calls: ``model.module`` for DDP, ``model`` itself otherwise (FSDP included).
+
+    DDP's own forward is not side-effect free even under ``no_grad``: with ``broadcast_buffers=True`` (the
+    default) and a model with buffers it broadcasts them from rank 0 (a collective), and it then clears the flag
+    that makes the next training forward broadcast them. The wrapped module holds the same, fully replicated
+    parameters, so scoring through it is exact and local. FSDP shards the parameters, so an FSDP model is scored
+    through its wrapper, which gathers them; the lockstep makes every rank do so together.
+    """
+    return model.module if isinstance(model, DistributedDataParallel) else model
+
+
+def make_lockstep(sync: str, process_group: Any, device: torch.device) -> Lockstep | None:
+    """The coordinator for this process, or None when it runs alone (no group, or a group of one).
+
+    Raises:
+        ValueError: for an unknown ``sync``, or ``sync="global"`` without an initialised process group.
+        TypeError: for a ``process_group`` that is not a ``torch.distributed.ProcessGroup``.
+    """
+    if sync not in SYNC_MODES:
+        raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
+    initialised = in_job()
+    if initialised and process_group is dist.GroupMember.NON_GROUP_MEMBER:  # what new_group gives non-members
+        raise ValueError("this process is not a member of process_group: pass a group that contains every rank")
+    if process_group is not None and not (initialised and isinstance(process_group, dist.ProcessGroup)):
+        raise TypeError(
+            f"process_group must be a torch.distributed.ProcessGroup of an initialised job or None (the default "
+            f"group), got {type(process_group).__name__}"
+        )
+    if not initialised:
+        if sync == "global":
+            raise ValueError(
+                "sync='global' shares losses across ranks, but torch.distributed is not initialised: call "
+                "torch.distributed.init_process_group() before building the loader, or use sync='local'"
+            )
+        return None
+    group = process_group if process_group is not None else dist.group.WORLD
+    if dist.get_world_size(group) == 1:
+        return None
+    return Lockstep(group, device)
+
+
+def in_job() -> bool:
+    """Whether ``torch.distributed`` is available and initialised in this process."""
+    return dist.is_available() and dist.is_initialized()
+
+
+def joined_late() -> bool:
+    """Whether a default group of several ranks exists now (asked of an engine built before there was one)."""
+    return in_job() and dist.get_world_size() > 1
+
+
+def _takes_cpu_tensors(group: Any) -> bool:
+    """Whether the group's backend has a CPU implementation ("cpu:gloo,cuda:nccl" has; "cuda:nccl" has not)."""
+    config = dist.get_backend_config(group) if hasattr(dist, "get_backend_config") else dist.get_backend(group)
+    return "cpu:" in str(config) or any(name in str(config) for name in ("gloo", "mpi"))
+
+
+class Lockstep:
+    """Keeps the ranks of a process group in step; the engine's :meth:`next_output` runs through it.
+
+    Protocol, per *round* (one loader batch per rank; a round runs only when some rank has no output left to
+    yield, and every rank then takes part):
+
+    1. every rank pulls one loader batch; one ``all_reduce(MIN)`` of four int64 (has a batch, its size, minus its
+       size, the schedule's decision) tells all of them whether every rank has one, the smallest and largest
+       size, and whether the step selects on every rank;
+    2. if some rank has none, the epoch ends on all ranks (below); otherwise every rank pushes its batch, with
+       the agreed decision (an SB step only if it is one on every rank, and no rank's batch is empty), so every
+       rank runs the same scoring forwards;
+    3. ranks agree on ``min(outputs held)`` with a second ``all_reduce(MIN)`` of one int64, and then all yield
+       that many without communicating. The second reduction is skipped when every rank provably holds the same
+       number: a fixed-count policy and no ``nan_policy="drop"``, unpooled, or pooled with every batch of the
+       epoch so far the same size on all ranks (e.g. behind a ``DistributedSampler``).
+
+    End of epoch: the pulled batches of the ranks that still had one are dropped; each rank flushes its pool as
+    a single process would (a short batch unless ``drop_last``); one more reduction agrees on the smallest number
+    of held outputs, which every rank yields; the rest is dropped, so every rank stops after the same number of
+    batches.
+
+    With ``sync="global"``, the policies that use the global batch (``policy.uses_population``) receive every
+    rank's candidate scores through one ``all_gather`` per SB step; see :meth:`gather`.
+
+    Args:
+        group: the process group the ranks share.
+        device: the engine's scoring device; the flags go to the CPU when the group's backend takes CPU tensors.
+    """
+
+    def __init__(self, group: Any, device: torch.device) -> None:
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.world = dist.get_world_size(group)
+        self.flag_device = torch.device("cpu") if _takes_cpu_tensors(group) else device
+        self.agreed = 0  # outputs every rank holds and will yield without asking again
+        self.ended = False  # the end of the epoch has been agreed
+        self.even = True  # every round of this epoch had one batch size on all ranks
+        self.round_max: int | None = None  # the largest batch of the round being pushed
+
+    def begin_epoch(self) -> None:
+        self.agreed, self.ended, self.even, self.round_max = 0, False, True, None
+
+    def reduce_min(self, values: list[int]) -> list[int]:
+        """Element-wise minimum of ``values`` over all ranks: one ``all_reduce`` of ``8 * len(values)`` bytes."""
+        flags = torch.tensor(values, dtype=torch.int64, device=self.flag_device)
+        dist.all_reduce(flags, op=dist.ReduceOp.MIN, group=self.group)
+        return flags.tolist()
+
+    # ----------------------------------------------------------------- driving
+    def next_output(self, engine: Any, source: Iterator[Any]) -> Any:
+        """The engine's :meth:`~sbdata.SelectionEngine.next_output` in lockstep with the other ranks."""
+        while self.agreed == 0:
+            if self.ended:
+                raise StopIteration
+            self._round(engine, source)
+        self.agreed -= 1
+        return engine._ready.popleft()
+
+    def _round(self, engine: Any, source: Iterator[Any]) -> None:
+        batch = next(source, _NO_BATCH)
+        has = batch is not _NO_BATCH
+        size = (_batch.batch_size(batch) or 0) if has else 0
+        active = has and engine.schedule.is_active(engine.step, engine.epoch_step)
+        all_have, low, minus_high, all_active = self.reduce_min(
+            [int(has), size if has else _NO_SIZE, -size, int(active or not has)]
+        )
+        if not all_have:
+            self._finish(engine)
+            return
+        self.even = self.even and low == -minus_high
+        self.round_max = -minus_high
+        try:
+            engine.push(batch, active=bool(all_active) and low > 0)
+        finally:
+            self.round_max = None
+        static = engine.policy.fixed_count and engine.nan_policy != "drop" and (engine.pool is None or self.even)
+        self.agreed = len(engine._ready) if static else self.reduce_min([len(engine._ready)])[0]
+
+    def _finish(self, engine: Any) -> None:
+        engine._exhausted = True
+        engine._flush()
+        (self.agreed,) = self.reduce_min([len(engine._ready)])
+        self.ended = True
+        while len(engine._ready) > self.agreed:  # outputs some other rank cannot match: never yielded
+            dropped = engine._unwrap(engine._ready.pop())
+            engine.tracker.samples_yielded -= _batch.batch_size(dropped) or 0
+
+    # ----------------------------------------------------------------- global selection
+    def gather(self, scores: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """Every rank's candidate scores, in rank order, and where this rank's begin: one ``all_gather``.
+
+        Each rank sends its scores padded with NaN to the largest batch of the round (scores reaching a policy
+        are finite or +inf, so NaN marks padding only); outside a lockstep round (``SBCollator``) one more
+        ``all_reduce`` finds that size first. Costs one host synchronisation, to drop the padding.
+
+        Returns:
+            ``(population, offset)``: the (N_global,) float32 scores on ``scores.device``, and the position of
+            this rank's first score in it, so ``population[offset : offset + len(scores)]`` equals ``scores``.
+        """
+        width = self.round_max if self.round_max is not None else -self.reduce_min([-scores.shape[0]])[0]
+        padded = torch.full((width,), torch.nan, dtype=torch.float32, device=scores.device)
+        padded[: scores.shape[0]] = scores
+        parts = [torch.empty_like(padded) for _ in range(self.world)]
+        dist.all_gather(parts, padded, group=self.group)
+        gathered = torch.cat(parts)
+        valid = ~torch.isnan(gathered)
+        offset = int(valid[: self.rank * width].sum())
+        return gathered[valid], offset
+
+    # ----------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        return {"agreed": self.agreed, "ended": self.ended, "even": self.even}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.agreed = int(state["agreed"])
+        self.ended = bool(state["ended"])
+        self.even = bool(state["even"])
