@@ -30,7 +30,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from sbdata import LossHistory, RandomK, SBLoader, Schedule, SelectionEngine, TopK
+from sbdata import LossCache, LossHistory, RandomK, SBLoader, Schedule, SelectionEngine, TopK
 from sbdata.policies import RankWeighted, keep_count
 from tests.helpers import OracleModel, ce, check_resume, expected_topk, ids_of, oracle_batch
 
@@ -161,9 +161,13 @@ def run_lockstep(
     front: str = "loader",
     epochs: int = 1,
     nan_ids: tuple[int, ...] = (),
+    cached: bool = False,
     **options: Any,
 ) -> dict[str, Any]:
     values = table()
+    if cached:  # rank 0 rescores every epoch, rank 1 reuses: on some SB steps only rank 0 has samples to score
+        options["cache"] = LossCache(staleness=5 * rank, size=TABLE_SIZE)
+        options["id_key"] = lambda batch: batch[0][:, 0].round().long()
     for i in nan_ids:
         values[i] = float("nan")
     model = CollectiveOracle(values)
@@ -194,6 +198,7 @@ def run_lockstep(
         "steps": stats.steps,
         "sb_steps": stats.sb_steps,
         "samples_yielded": stats.samples_yielded,
+        "samples_scored": stats.samples_scored,
         "own_ids": [i for batch in batches for i in ids_of(batch)],
     }
 
@@ -221,6 +226,10 @@ LOCKSTEP_CASES.update(
         "topk-unpooled-nan-drop": {  # rank 1's second batch (ids 136-143) is all NaN: nothing kept there
             "policy": "topk", "pooled": False, "nan_policy": "drop", "nan_ids": (*range(136, 144), 3),
         },
+        "rank-pooled-cache-global-3-epochs": {
+            "policy": "rank", "pooled": True, "sync": "global", "epochs": 3, "cached": True,
+        },
+        "topk-unpooled-cache-3-epochs": {"policy": "topk", "pooled": False, "epochs": 3, "cached": True},
         "rank-pooled-nan-drop-global": {
             "policy": "rank", "pooled": True, "nan_policy": "drop", "nan_ids": (*range(136, 144), 3),
             "sync": "global",
@@ -541,6 +550,16 @@ def test_ranks_score_and_yield_in_lockstep(engine_records, case):
         for epoch_ids in record["ids"]:
             assert len(epoch_ids) == len(set(epoch_ids))  # no sample twice in an epoch
             assert set(epoch_ids) <= set(record["own_ids"])  # only this rank's own samples
+
+
+def test_per_rank_caches_score_unequal_samples_in_equal_forwards(engine_records):
+    # rank 0's cache never reuses (staleness 0), rank 1's always does after epoch 0: rank 1 runs its scoring
+    # forwards on zero samples then, so that a collective forward (FSDP) still meets rank 0's.
+    for case in ("rank-pooled-cache-global-3-epochs", "topk-unpooled-cache-3-epochs"):
+        r0, r1 = (records["lockstep"][case] for records in engine_records)
+        # 4 lockstep batches an epoch: rank 0 scores its 4 x 8 every epoch, rank 1 its 8 + 8 + 8 + 5 once
+        assert (r0["samples_scored"], r1["samples_scored"]) == (3 * 32, 29)
+        assert r0["scoring_calls"] == r1["scoring_calls"]
 
 
 def test_unpooled_ranks_stop_at_the_shorter_rank(engine_records):
