@@ -158,7 +158,8 @@ class Lockstep:
             engine.push(batch, active=bool(all_active) and low > 0)
         finally:
             self.round_max = None
-        static = engine.policy.fixed_count and engine.nan_policy != "drop" and (engine.pool is None or self.even)
+        same_count = engine.policy.fixed_count and engine.selector.nan_policy != "drop"
+        static = same_count and (engine.pool is None or self.even)
         self.agreed = len(engine._ready) if static else self.reduce_min([len(engine._ready)])[0]
 
     def _finish(self, engine: Any) -> None:

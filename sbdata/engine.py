@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -18,35 +18,18 @@ from . import _batch
 from .cache import LossCache
 from .distributed import in_job, joined_late, make_lockstep, scoring_module
 from .pool import Pool
-from .registry import resolve_policy
 from .schedule import Schedule
-from .scoring import ScoreContext, Scorer
+from .scoring import Scorer
+from .selector import Selector
 from .stats import SBStats, StatsTracker
 
 __all__ = ["SelectionEngine"]
-
-NAN_POLICIES = ("raise", "drop", "keep")
 
 
 def _model_device(model: nn.Module) -> torch.device:
     for tensor in (*model.parameters(), *model.buffers()):
         return tensor.device
     return torch.device("cpu")
-
-
-def _make_generator(generator: torch.Generator | int | None, device: torch.device) -> torch.Generator:
-    if isinstance(generator, torch.Generator):
-        if generator.device.type != device.type:
-            raise ValueError(
-                f"generator is on {generator.device} but scoring runs on {device}: create it with "
-                f"torch.Generator(device='{device}') or pass an int seed"
-            )
-        return generator
-    if generator is not None and (isinstance(generator, bool) or not isinstance(generator, int)):
-        raise TypeError(f"generator must be a torch.Generator, an int seed or None, got {type(generator).__name__}")
-    made = torch.Generator(device=device)
-    made.manual_seed(0 if generator is None else generator)
-    return made
 
 
 class SelectionEngine:
@@ -119,33 +102,25 @@ class SelectionEngine:
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be the torch.nn.Module being trained, got {type(model).__name__}")
-        self.keep_given = keep is not None
+        keep_given = keep is not None
         keep = 0.5 if keep is None else keep
         if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep <= 1:
             raise ValueError(f"keep must be in (0, 1] (the share of each batch to train on), got {keep!r}")
         if schedule is not None and not callable(getattr(schedule, "is_active", None)):
             raise TypeError(f"schedule must be a sbdata.Schedule or None, got {type(schedule).__name__}")
-        if nan_policy not in NAN_POLICIES:
-            raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
         if batch_size is not None and (
             isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
         ):
             raise ValueError(f"batch_size must be an int >= 1 (samples per output batch) or None, got {batch_size!r}")
         if drop_last and batch_size is None:
             raise ValueError("drop_last=True applies to the pooled path only: pass batch_size= as well, or drop it")
-        if split is not None and not callable(split):
-            raise TypeError(f"split must be callable(batch) -> (inputs, targets), got {type(split).__name__}")
-        if id_key is not None and not isinstance(id_key, (str, int)) and not callable(id_key):
-            raise TypeError(f"id_key must be a key, a position or callable(batch), got {type(id_key).__name__}")
-        if cache is not None and not isinstance(cache, LossCache):
-            raise TypeError(f"cache must be a sbdata.LossCache or None, got {type(cache).__name__}")
-        if cache is not None and id_key is None:
-            raise ValueError("cache= needs id_key= naming the per-sample id field (e.g. 'index' or '__key__')")
         self.model = model
-        self.keep = float(keep)
-        self.policy = resolve_policy(policy)
         self.schedule = schedule if schedule is not None else Schedule()
-        self.scorer = Scorer(
+        self.device = torch.device(device) if device is not None else _model_device(model)
+        self._lockstep = make_lockstep(sync, process_group, self.device)
+        self._built_in_job = in_job()
+        self.tracker = StatsTracker()
+        scorer = Scorer(
             loss_fn,
             forward=forward,
             reduce=reduce,
@@ -153,34 +128,30 @@ class SelectionEngine:
             scale_factor=scale_factor,
             autocast_dtype=autocast_dtype,
         )
-        self.device = torch.device(device) if device is not None else _model_device(model)
-        self._lockstep = make_lockstep(sync, process_group, self.device)
-        self._built_in_job = in_job()
-        self.sync = sync
-        self._scoring_model = scoring_module(model)
-        self.generator = _make_generator(generator, self.device)
-        if generator is None and self._lockstep is not None:
-            self.generator.manual_seed(self._lockstep.rank)  # independent draws on each rank
-        self.split = split if split is not None else _batch.default_split
-        self.nan_policy = nan_policy
+        self.selector = Selector(
+            scoring_module(model),
+            scorer,
+            keep=float(keep),
+            keep_given=keep_given,
+            policy=policy,
+            device=self.device,
+            generator=generator,
+            split=split,
+            nan_policy=nan_policy,
+            return_weights=return_weights,
+            id_key=id_key,
+            cache=cache,
+            sync=sync,
+            tracker=self.tracker,
+            lockstep=self._lockstep,
+        )
+        self.policy = self.selector.policy
         self.batch_size = batch_size
         self.drop_last = bool(drop_last)
-        self.return_weights = bool(return_weights)
-        self.id_key = id_key
-        self.cache = cache
-        if cache is not None:
-            cache.bind(self.device)
-        if self.return_weights and not self.policy.weighted:
-            raise ValueError(
-                f"return_weights=True needs a sampling policy, but {self.policy!r} is deterministic: samples below "
-                "its cut have probability 0, so no unbiased weight exists; use policy='rank', 'random' or "
-                "LossHistory(min_prob=0.05)"
-            )
-        self.policy.bind(self)
+        self.return_weights = self.selector.return_weights
         first = next(model.parameters(), None)
         self._anchored = first is not None and first.device == self.device  # guard only what was true at the start
         self.pool = Pool(batch_size) if batch_size is not None else None
-        self.tracker = StatsTracker()
         self._ready: deque[Any] = deque()
         self._step = 0
         self._epoch_step = 0
@@ -305,13 +276,13 @@ class SelectionEngine:
         self._epoch_step += 1
         self.tracker.steps += 1
         self.tracker.samples_seen += n
-        ids = self._ids(batch) if active and n else None  # read before the move: host ids cost no sync
+        ids = self.selector.ids(batch) if active and n else None  # read before the move: host ids cost no sync
         batch = _batch.to_device(batch, self.device)
         if not active or n == 0:
             self._emit(batch, n, None if n == 0 else torch.full((n,), 1.0 / n, device=self.device))
             return
         started = time.perf_counter()
-        subset, kept, ratio, candidates, expected = self._select(batch, n, ids)
+        subset, kept, ratio, candidates, expected = self.selector(batch, n, ids, self._now(), self._step - 1)
         self.tracker.scoring_seconds += time.perf_counter() - started
         if self.pool is None:
             if kept or emit_empty:
@@ -322,56 +293,10 @@ class SelectionEngine:
         while (full := self.pool.pop_full()) is not None:
             self._emit(full[0], self.batch_size, None if full[1] is None else full[1] / self.batch_size)
 
-    def _select(self, batch: Any, n: int, ids: Any) -> tuple[Any, int, torch.Tensor | None, int, Any]:
-        self.tracker.sb_steps += 1
-        inputs, targets = self.split(batch)
-        losses = self._score(inputs, targets, n, ids)
-        context = ScoreContext(
-            inputs, targets, ids, n, self.device,
-            score=lambda other: self.scorer(other, inputs, targets, n, self.device),
-        )  # fmt: skip
-        scores = self.policy.adjust(losses, context)
-        candidates, scores = self._screen(scores)
-        population = None
-        if self._lockstep is not None and self.sync == "global" and self.policy.uses_population:
-            population = self._lockstep.gather(scores)  # on every rank, even one with no candidate left
-        if candidates is not None:
-            losses = losses.index_select(0, candidates)
-        if scores.shape[0] == 0:  # every loss was non-finite and nan_policy='drop'
-            nothing = torch.empty(0, dtype=torch.long, device=self.device)
-            ratio = nothing.to(torch.float32) if self.return_weights else None
-            return _batch.select(batch, nothing), 0, ratio, 0, 1.0
-        if population is None:
-            selection = self.policy.select(scores, self.keep, self.generator)
-        else:
-            selection = self.policy.select_global(scores, self.keep, self.generator, *population)
-        self.tracker.record_selection(losses, selection.index)
-        index = selection.index if candidates is None else candidates.index_select(0, selection.index)
-        ratio = selection.expected / selection.prob if self.return_weights else None
-        return _batch.select(batch, index), index.shape[0], ratio, scores.shape[0], selection.expected
-
-    def _score(self, inputs: Any, targets: Any, n: int, ids: Any) -> torch.Tensor:
-        """Per-sample losses of the live model: scored, or taken from the cache where still fresh."""
-        if self.cache is None:
-            self.tracker.samples_scored += n
-            return self.scorer(self._scoring_model, inputs, targets, n, self.device)
-        now = self._now()
-        known = self.cache.lookup(ids, now)
-        stale = known.stale.shape[0]
-        self.tracker.samples_scored += stale
-        self.tracker.samples_reused += n - stale
-        if stale == 0 and self._lockstep is None:  # in lockstep every rank scores, if only zero samples (FSDP)
-            return known.losses
-        if stale == n:
-            fresh = self.scorer(self._scoring_model, inputs, targets, n, self.device)
-        else:
-            sub_inputs, sub_targets = _batch.select(inputs, known.stale), _batch.select(targets, known.stale)
-            fresh = self.scorer(self._scoring_model, sub_inputs, sub_targets, stale, self.device)
-        self.cache.store(known, fresh, now)
-        return known.losses.index_copy(0, known.stale, fresh)
-
     def _now(self) -> int:
-        return self.epoch if self.cache is not None and self.cache.unit == "epoch" else self._step
+        """The cache's clock: the epoch, or the loader batch for ``LossCache(unit="step")``."""
+        cache = self.selector.cache
+        return self.epoch if cache is not None and cache.unit == "epoch" else self._step
 
     def observe(self, batch: Any, losses: torch.Tensor) -> None:
         """Record per-sample losses the training step computed for a yielded ``batch`` into the cache.
@@ -379,43 +304,7 @@ class SelectionEngine:
         ``losses`` is ``(B,)`` (e.g. ``F.cross_entropy(model(x), y, reduction="none")``); it is detached and kept on
         the device, so nothing synchronises. Samples so observed need no rescoring while fresh.
         """
-        if self.cache is None:
-            raise ValueError("observe() records losses into a LossCache: pass cache=LossCache(...) to the loader")
-        if not isinstance(losses, torch.Tensor) or losses.dim() != 1:
-            shape = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses).__name__
-            raise ValueError(f"observe needs per-sample losses of shape (B,), got {shape}: use reduction='none'")
-        n = _batch.batch_size(batch)
-        if losses.shape[0] != n:
-            raise ValueError(f"observe got {losses.shape[0]} losses for a batch of {n} samples")
-        self.cache.observe(self._ids(batch), losses, self._now())
-
-    def _screen(self, scores: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
-        finite = torch.isfinite(scores)
-        if self.nan_policy == "keep":
-            return None, torch.where(finite, scores, torch.inf)
-        if self.nan_policy == "drop":
-            candidates = torch.nonzero(finite).squeeze(1)
-            return candidates, scores.index_select(0, candidates)
-        if not bool(finite.all()):
-            positions = torch.nonzero(~finite).squeeze(1).tolist()
-            raise ValueError(
-                f"non-finite loss at batch positions {positions[:20]} of loader batch {self._step - 1}: fix the data "
-                "or the model, or pass nan_policy='drop' to skip such samples or 'keep' to treat them as the hardest"
-            )
-        return None, scores
-
-    def _ids(self, batch: Any) -> Any:
-        if self.id_key is None:
-            return None
-        if callable(self.id_key):
-            return self.id_key(batch)
-        try:
-            return batch[self.id_key]
-        except (KeyError, IndexError, TypeError):
-            found = sorted(map(str, batch)) if isinstance(batch, Mapping) else f"{type(batch).__name__}"
-            raise ValueError(
-                f"id_key={self.id_key!r} is not in the batch ({found}); pass the key of the id field"
-            ) from None
+        self.selector.observe(batch, losses, self._now())
 
     def _emit(self, batch: Any, size: int, weights: torch.Tensor | None) -> None:
         self.tracker.samples_yielded += size
@@ -443,12 +332,10 @@ class SelectionEngine:
             "epoch_step": self._epoch_step,
             "epochs_begun": self._epochs_begun,
             "exhausted": self._exhausted,
-            "generator": self.generator.get_state(),
-            "policy": self.policy.state_dict(),
+            **self.selector.state_dict(),
             "pool": None if self.pool is None else self.pool.state_dict(),
             "ready": list(self._ready),
             "stats": self.tracker.state_dict(),
-            "cache": None if self.cache is None else self.cache.state_dict(),
             "lockstep": None if self._lockstep is None else self._lockstep.state_dict(),
         }
 
@@ -459,15 +346,10 @@ class SelectionEngine:
         self._epoch_step = int(state["epoch_step"])
         self._epochs_begun = int(state["epochs_begun"])
         self._exhausted = bool(state["exhausted"])
-        self.generator.set_state(state["generator"])
-        self.policy.load_state_dict(state["policy"])
+        self.selector.load_state_dict(state)
         if self.pool is not None:
             self.pool.load_state_dict(state["pool"])
         self._ready = deque(state["ready"])
         self.tracker.load_state_dict(state["stats"])
-        if (state["cache"] is None) != (self.cache is None):
-            raise ValueError("state was saved with a different cache setting (with vs without a LossCache)")
-        if self.cache is not None:
-            self.cache.load_state_dict(state["cache"])
         if self._lockstep is not None and state.get("lockstep") is not None:
             self._lockstep.load_state_dict(state["lockstep"])

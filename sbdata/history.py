@@ -58,15 +58,15 @@ class LossHistory(SelectionPolicy):
     def uses_population(self) -> bool:
         return True
 
-    def bind(self, engine: Any) -> None:
-        if engine.return_weights and self.min_prob == 0.0:
+    def bind(self, options: Any) -> None:
+        if options.return_weights and self.min_prob == 0.0:
             raise ValueError(
                 "return_weights=True with LossHistory(min_prob=0): a sample at percentile 0 is never kept, so no "
                 "unbiased weight exists; pass LossHistory(min_prob=0.05) or another floor > 0"
             )
-        if self.beta is not None and engine.keep_given:
+        if self.beta is not None and options.keep_given:
             raise ValueError(
-                f"LossHistory(beta={self.beta}) and keep={engine.keep} both set the kept share: pass one of them "
+                f"LossHistory(beta={self.beta}) and keep={options.keep} both set the kept share: pass one of them "
                 "(keep=k means beta = 1/k - 1)"
             )
 

@@ -112,8 +112,9 @@ class SelectionPolicy:
         """True when :meth:`select_global` uses the other ranks' scores (so ``sync="global"`` gathers them)."""
         return False
 
-    def bind(self, engine: Any) -> None:
-        """Check the engine's options once, at construction; raise ValueError on a misuse."""
+    def bind(self, options: Any) -> None:
+        """Check the selection options once, at construction (``options``: the engine's ``Selector``, with ``keep``,
+        ``keep_given``, ``return_weights``, ``id_key``, ``device``); raise ValueError on a misuse."""
 
     def adjust(self, losses: torch.Tensor, context: Any) -> torch.Tensor:
         """Turn per-sample losses into the scores the policy ranks (identity here)."""

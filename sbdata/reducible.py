@@ -62,21 +62,21 @@ class ReducibleLoss(SelectionPolicy):
     def uses_population(self) -> bool:
         return self.base.uses_population
 
-    def bind(self, engine: Any) -> None:
+    def bind(self, options: Any) -> None:
         if isinstance(self.irreducible, nn.Module):
             for tensor in (*self.irreducible.parameters(), *self.irreducible.buffers()):
-                if tensor.device != engine.device:
+                if tensor.device != options.device:
                     raise ValueError(
-                        f"the irreducible model is on {tensor.device} but scoring runs on {engine.device}: "
+                        f"the irreducible model is on {tensor.device} but scoring runs on {options.device}: "
                         "move it with .to(device)"
                     )
                 break
-        elif engine.id_key is None:
+        elif options.id_key is None:
             raise ValueError(
                 "ReducibleLoss with a table of precomputed losses needs id_key= naming the batch field that holds "
                 "each sample's id (e.g. id_key='__key__' or id_key='index')"
             )
-        self.base.bind(engine)
+        self.base.bind(options)
 
     def irreducible_losses(self, context: ScoreContext) -> torch.Tensor:
         """Irreducible loss of each sample in the scored batch, (N,) float32 on the scoring device."""

@@ -1,0 +1,228 @@
+"""One SB step: split a batch, score it (or reuse cached losses), rank, screen, select, and subset every field."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+from . import _batch
+from .cache import LossCache
+from .registry import resolve_policy
+from .scoring import ScoreContext, Scorer
+from .stats import StatsTracker
+
+__all__ = ["NAN_POLICIES", "Kept", "Selector", "make_generator"]
+
+NAN_POLICIES = ("raise", "drop", "keep")
+
+
+def make_generator(generator: torch.Generator | int | None, device: torch.device) -> torch.Generator:
+    """The random policies' generator: the user's (on the scoring device), or a new one seeded by ``generator``."""
+    if isinstance(generator, torch.Generator):
+        if generator.device.type != device.type:
+            raise ValueError(
+                f"generator is on {generator.device} but scoring runs on {device}: create it with "
+                f"torch.Generator(device='{device}') or pass an int seed"
+            )
+        return generator
+    if generator is not None and (isinstance(generator, bool) or not isinstance(generator, int)):
+        raise TypeError(f"generator must be a torch.Generator, an int seed or None, got {type(generator).__name__}")
+    made = torch.Generator(device=device)
+    made.manual_seed(0 if generator is None else generator)
+    return made
+
+
+class Kept(NamedTuple):
+    """What one SB step keeps of a batch.
+
+    Attributes:
+        subset: the kept samples, every field subset alike.
+        count: how many were kept.
+        ratio: per kept sample ``expected / prob`` (for importance weights), or None without ``return_weights``.
+        candidates: how many samples the policy chose from (the finite ones under ``nan_policy="drop"``).
+        expected: the policy's expected kept share of the candidates.
+    """
+
+    subset: Any
+    count: int
+    ratio: torch.Tensor | None
+    candidates: int
+    expected: float | torch.Tensor
+
+
+class Selector:
+    """Runs the SB step for a :class:`~sbdata.SelectionEngine`; the options are the engine's (see there).
+
+    Args:
+        model: the module the scoring pass calls (``model.module`` for DDP).
+        scorer: the side-effect-free scoring pass.
+        keep: share to keep, in (0, 1]; ``keep_given`` says whether the user set it.
+        policy: a policy name or :class:`~sbdata.SelectionPolicy`.
+        device: the scoring device.
+        tracker: the engine's statistics, updated here.
+        lockstep: the engine's coordinator under ``torch.distributed``, or None.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        scorer: Scorer,
+        *,
+        keep: float,
+        keep_given: bool,
+        policy: Any,
+        device: torch.device,
+        generator: torch.Generator | int | None,
+        split: Callable[[Any], tuple[Any, Any]] | None,
+        nan_policy: str,
+        return_weights: bool,
+        id_key: str | int | Callable[[Any], Any] | None,
+        cache: LossCache | None,
+        sync: str,
+        tracker: StatsTracker,
+        lockstep: Any,
+    ) -> None:
+        if nan_policy not in NAN_POLICIES:
+            raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
+        if split is not None and not callable(split):
+            raise TypeError(f"split must be callable(batch) -> (inputs, targets), got {type(split).__name__}")
+        if id_key is not None and not isinstance(id_key, (str, int)) and not callable(id_key):
+            raise TypeError(f"id_key must be a key, a position or callable(batch), got {type(id_key).__name__}")
+        if cache is not None and not isinstance(cache, LossCache):
+            raise TypeError(f"cache must be a sbdata.LossCache or None, got {type(cache).__name__}")
+        if cache is not None and id_key is None:
+            raise ValueError("cache= needs id_key= naming the per-sample id field (e.g. 'index' or '__key__')")
+        self.model = model
+        self.scorer = scorer
+        self.keep = keep
+        self.keep_given = keep_given
+        self.policy = resolve_policy(policy)
+        self.device = device
+        self.generator = make_generator(generator, device)
+        if generator is None and lockstep is not None:
+            self.generator.manual_seed(lockstep.rank)  # independent draws on each rank
+        self.split = split if split is not None else _batch.default_split
+        self.nan_policy = nan_policy
+        self.return_weights = bool(return_weights)
+        self.id_key = id_key
+        self.cache = cache
+        self.sync = sync
+        self.tracker = tracker
+        self.lockstep = lockstep
+        if cache is not None:
+            cache.bind(device)
+        if self.return_weights and not self.policy.weighted:
+            raise ValueError(
+                f"return_weights=True needs a sampling policy, but {self.policy!r} is deterministic: samples below "
+                "its cut have probability 0, so no unbiased weight exists; use policy='rank', 'random' or "
+                "LossHistory(min_prob=0.05)"
+            )
+        self.policy.bind(self)
+
+    def ids(self, batch: Any) -> Any:
+        """The per-sample ids at ``id_key``, or None without one."""
+        if self.id_key is None:
+            return None
+        if callable(self.id_key):
+            return self.id_key(batch)
+        try:
+            return batch[self.id_key]
+        except (KeyError, IndexError, TypeError):
+            found = sorted(map(str, batch)) if isinstance(batch, Mapping) else f"{type(batch).__name__}"
+            raise ValueError(
+                f"id_key={self.id_key!r} is not in the batch ({found}); pass the key of the id field"
+            ) from None
+
+    def __call__(self, batch: Any, n: int, ids: Any, now: int, step: int) -> Kept:
+        """Select from ``batch`` (``n`` samples on the scoring device; ``ids`` read before the move)."""
+        self.tracker.sb_steps += 1
+        inputs, targets = self.split(batch)
+        losses = self._score(inputs, targets, n, ids, now)
+        context = ScoreContext(
+            inputs, targets, ids, n, self.device,
+            score=lambda other: self.scorer(other, inputs, targets, n, self.device),
+        )  # fmt: skip
+        scores = self.policy.adjust(losses, context)
+        candidates, scores = self._screen(scores, step)
+        population = None
+        if self.lockstep is not None and self.sync == "global" and self.policy.uses_population:
+            population = self.lockstep.gather(scores)  # on every rank, even one with no candidate left
+        if candidates is not None:
+            losses = losses.index_select(0, candidates)
+        if scores.shape[0] == 0:  # every loss was non-finite and nan_policy='drop'
+            nothing = torch.empty(0, dtype=torch.long, device=self.device)
+            ratio = nothing.to(torch.float32) if self.return_weights else None
+            return Kept(_batch.select(batch, nothing), 0, ratio, 0, 1.0)
+        if population is None:
+            selection = self.policy.select(scores, self.keep, self.generator)
+        else:
+            selection = self.policy.select_global(scores, self.keep, self.generator, *population)
+        self.tracker.record_selection(losses, selection.index)
+        index = selection.index if candidates is None else candidates.index_select(0, selection.index)
+        ratio = selection.expected / selection.prob if self.return_weights else None
+        return Kept(_batch.select(batch, index), index.shape[0], ratio, scores.shape[0], selection.expected)
+
+    def _score(self, inputs: Any, targets: Any, n: int, ids: Any, now: int) -> torch.Tensor:
+        """Per-sample losses of the live model: scored, or taken from the cache where still fresh."""
+        if self.cache is None:
+            self.tracker.samples_scored += n
+            return self.scorer(self.model, inputs, targets, n, self.device)
+        known = self.cache.lookup(ids, now)
+        stale = known.stale.shape[0]
+        self.tracker.samples_scored += stale
+        self.tracker.samples_reused += n - stale
+        if stale == 0 and self.lockstep is None:  # in lockstep every rank scores, if only zero samples (FSDP)
+            return known.losses
+        if stale == n:
+            fresh = self.scorer(self.model, inputs, targets, n, self.device)
+        else:
+            sub_inputs, sub_targets = _batch.select(inputs, known.stale), _batch.select(targets, known.stale)
+            fresh = self.scorer(self.model, sub_inputs, sub_targets, stale, self.device)
+        self.cache.store(known, fresh, now)
+        return known.losses.index_copy(0, known.stale, fresh)
+
+    def _screen(self, scores: torch.Tensor, step: int) -> tuple[torch.Tensor | None, torch.Tensor]:
+        finite = torch.isfinite(scores)
+        if self.nan_policy == "keep":
+            return None, torch.where(finite, scores, torch.inf)
+        if self.nan_policy == "drop":
+            candidates = torch.nonzero(finite).squeeze(1)
+            return candidates, scores.index_select(0, candidates)
+        if not bool(finite.all()):
+            positions = torch.nonzero(~finite).squeeze(1).tolist()
+            raise ValueError(
+                f"non-finite loss at batch positions {positions[:20]} of loader batch {step}: fix the data "
+                "or the model, or pass nan_policy='drop' to skip such samples or 'keep' to treat them as the hardest"
+            )
+        return None, scores
+
+    def observe(self, batch: Any, losses: torch.Tensor, now: int) -> None:
+        """Record per-sample training losses of a yielded ``batch`` into the cache (detached, no sync)."""
+        if self.cache is None:
+            raise ValueError("observe() records losses into a LossCache: pass cache=LossCache(...) to the loader")
+        if not isinstance(losses, torch.Tensor) or losses.dim() != 1:
+            shape = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses).__name__
+            raise ValueError(f"observe needs per-sample losses of shape (B,), got {shape}: use reduction='none'")
+        n = _batch.batch_size(batch)
+        if losses.shape[0] != n:
+            raise ValueError(f"observe got {losses.shape[0]} losses for a batch of {n} samples")
+        self.cache.observe(self.ids(batch), losses, now)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The generator's, the policy's and the cache's state."""
+        return {
+            "generator": self.generator.get_state(),
+            "policy": self.policy.state_dict(),
+            "cache": None if self.cache is None else self.cache.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if (state["cache"] is None) != (self.cache is None):
+            raise ValueError("state was saved with a different cache setting (with vs without a LossCache)")
+        self.generator.set_state(state["generator"])
+        self.policy.load_state_dict(state["policy"])
+        if self.cache is not None:
+            self.cache.load_state_dict(state["cache"])
