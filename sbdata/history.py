@@ -21,9 +21,9 @@ class LossHistory(SelectionPolicy):
     ``1 / (beta + 1)``, so by default ``beta = 1 / keep - 1`` (keep=0.5 gives the paper's beta=1; keep=0.25 gives
     beta=3, the largest the paper used).
 
-    The number kept varies per batch, so this policy runs through the engine's fixed-size pool
-    (``batch_size=``) and costs one small device-to-host transfer per batch: the ``nonzero`` that sizes the
-    kept index. That is its only synchronisation.
+    The number kept varies per batch, so this policy is meant for the engine's fixed-size pool (``batch_size=``);
+    without one, each SB step yields however many samples were kept, and nothing when none was. It costs one small
+    device-to-host transfer per batch: the ``nonzero`` that sizes the kept index. That is its only synchronisation.
 
     With ``sync="global"`` the history remembers every rank's scores (the same buffer on all ranks, filling
     ``world_size`` times faster: scale ``history`` accordingly), and each rank draws for its own samples.
