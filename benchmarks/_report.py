@@ -86,7 +86,7 @@ def first_crossing(runs: list[dict[str, Any]], target: float, axis: str) -> floa
     return None if value == float("inf") else value
 
 
-def summarise(records: list[dict[str, Any]], *, reference: str = "baseline", equal_cost: float = 0.5) -> dict[str, Any]:
+def summarise(records: list[dict[str, Any]], *, reference: str = "baseline", equal_cost: float = 0.6) -> dict[str, Any]:
     """Per-arm summary against the reference arm's largest budget.
 
     Args:

@@ -13,7 +13,9 @@ Exact commands (from the repository root, sbdata importable; about 2.5 hours on 
 Each run (arm, budget in epochs, seed) is one annealed training run; its record is appended to
 ``<out>/<suite>/runs.jsonl`` as soon as it ends, and a rerun skips the runs already there (so a crash loses at
 most one run). Arms, seeds and budgets are interleaved: for each seed, for each budget level, every arm in turn,
-so that drift in the machine's load touches all arms alike. Torch runs on one thread.
+so that drift in the machine's load touches all arms alike. Torch runs on one thread. The published run used two
+processes per suite (``--worker 0/2`` and ``--worker 1/2`` side by side, then ``report``), so every arm was timed
+with the same two benchmark processes on the machine.
 """
 
 from __future__ import annotations
@@ -35,13 +37,17 @@ from benchmarks._harness import append_jsonl, dataset, machine, read_jsonl, trai
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def run_suite(suite: _suites.Suite, out: Path, log=print) -> list[dict]:
-    """Run every (seed, budget level, arm) of ``suite`` not yet in ``out/runs.jsonl``; return all records."""
+def run_suite(suite: _suites.Suite, out: Path, worker: tuple[int, int] = (0, 1), log=print) -> list[dict]:
+    """Run every (seed, budget level, arm) of ``suite`` not yet in ``out/runs.jsonl``; return all records.
+
+    With ``worker=(i, n)`` only every n-th run of that order, from the i-th, is done (n processes share a suite).
+    """
     path = out / "runs.jsonl"
     done = {(r["arm"], r["epochs"], r["seed"]) for r in read_jsonl(path)}
     data = dataset(suite.samples, noise=suite.noise)
     budgets = {arm.name: suite.epochs_for(arm) for arm in suite.arms}
     levels = max(len(b) for b in budgets.values())
+    index = -1
     for seed in suite.seeds:
         for level in range(levels):
             order = suite.arms[level % len(suite.arms) :] + suite.arms[: level % len(suite.arms)]
@@ -49,9 +55,11 @@ def run_suite(suite: _suites.Suite, out: Path, log=print) -> list[dict]:
                 if level >= len(budgets[arm.name]):
                     continue
                 epochs = budgets[arm.name][level]
-                if (arm.name, epochs, seed) in done:
+                index += 1
+                if index % worker[1] != worker[0] or (arm.name, epochs, seed) in done:
                     continue
-                record = train_run(data, arm, family=suite.family, epochs=epochs, seed=seed)
+                evals = 8 if epochs == budgets[arm.name][-1] else 1  # the test curve only where it is read
+                record = train_run(data, arm, family=suite.family, epochs=epochs, seed=seed, evals=evals)
                 record.update(suite=suite.name, samples=suite.samples, noise=suite.noise, time=time.time())
                 append_jsonl(path, record)
                 log(
@@ -68,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default benchmarks/results)")
     parser.add_argument("--seeds", type=int, nargs="*", help="override the suite's seeds")
     parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, one seed, tiny budgets")
+    parser.add_argument("--worker", default="0/1", help="I/N: run every N-th run from the I-th (parallel processes)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     if args.suite == "report":
@@ -78,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         suite = _suites.smoke(suite)
     if args.seeds:
         suite.seeds = tuple(args.seeds)
-    records = run_suite(suite, args.out / suite.name)
+    worker = tuple(int(v) for v in args.worker.split("/"))
+    records = run_suite(suite, args.out / suite.name, worker=worker)
     if suite.name == "sweep":
         _output.write_sweep(records, args.out / suite.name)
     else:
