@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from . import _plots
-from ._harness import read_jsonl
+from ._arms import Arm
+from ._harness import RECIPES, read_jsonl
 from ._report import at_cost, budget_curve, group, paired_gap, reach, summarise
+from ._suites import priced_seconds
 
 CONTROLS = ("baseline-small-batch", "random", "random-fixed")
 
@@ -45,20 +47,23 @@ def suite_table(summary: dict[str, Any]) -> str:
         f"{ref['seconds']:.1f} s (median). Equal-cost comparison at {summary['equal_cost_fe'] / 1e6:.2f}M FE "
         f"({summary['equal_cost_fe'] / ref['fe']:.2f}x the baseline's).",
         "",
-        "| arm | configuration | FE to target (x base) [per seed] | seconds to target (x base) | first crossing "
-        "in one run (FE, s) | acc. at equal FE (%) | vs small-batch (pp) | vs random (pp) | final acc. at "
-        "largest budget (%) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| arm | configuration | FE to target (x base) [per seed] | seconds to target, interleaved timing (x base) "
+        "| seconds to target, raw runs (x base) | first crossing in one run (FE, s) | acc. at equal FE (%) "
+        "| vs small-batch (pp) | vs random (pp) | final acc. at largest budget (%) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for arm, row in summary["arms"].items():
         seeds = ", ".join("never" if v is None else f"{v:.2f}" for v in row["reach_fe_seeds"])
+        timed = "n/a"
+        if "reach_timed" in row:
+            timed = f"{_ratio(row['reach_timed'])} ({row['timed_epoch_ratio']:.2f}x per epoch)"
         gaps = []
         for control in ("baseline-small-batch", "random"):
             gap = None if arm == control else paired_gap(summary, arm, control)
             gaps.append("" if gap is None else f"{gap['mean']:+.2f} [{gap['min']:+.2f}, {gap['max']:+.2f}]")
         lines.append(
             f"| {arm} | {config_text(row['config'])} | {_ratio(row['reach_fe'], row['reach_fe_how'])} [{seeds}] | "
-            f"{_ratio(row['reach_seconds'], row['reach_seconds_how'])} | {_ratio(row['first_fe'])}, "
+            f"{timed} | {_ratio(row['reach_seconds'], row['reach_seconds_how'])} | {_ratio(row['first_fe'])}, "
             f"{_ratio(row['first_seconds'])} | {_pct(row['equal_cost_mean'], row['equal_cost_sd'])} | {gaps[0]} | "
             f"{gaps[1]} | {_pct(row['final_accuracy'], row['final_sd'])} |"
         )
@@ -80,8 +85,32 @@ def suite_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def add_priced_seconds(summary: dict[str, Any], records: list[dict[str, Any]], timing_path: Path) -> None:
+    """Seconds to target from interleaved step timings (``throughput.py``): epochs to target (interpolated on the
+    budget curve) times the arm's seconds per epoch, plus its up-front seconds; as a ratio to the baseline's."""
+    if not timing_path.exists():
+        return
+    family, samples = records[0]["family"], records[0]["samples"]
+    timing = json.loads(timing_path.read_text())["families"].get(family)
+    if timing is None:
+        return
+    train, batch = int(0.8 * samples), RECIPES[family]["batch"]
+    priced = {}
+    for name, row in summary["arms"].items():
+        per_epoch, upfront = priced_seconds(Arm(name, **row["config"]), timing, train, batch)
+        epochs, _ = reach([(b["epochs"], b["accuracy_mean"]) for b in row["budgets"]], summary["target_accuracy"])
+        priced[name] = (per_epoch, upfront, None if epochs is None else epochs * per_epoch + upfront)
+    base_per_epoch, base_upfront, _ = priced[summary["reference"]]
+    base = summary["reference_epochs"] * base_per_epoch + base_upfront
+    for name, (per_epoch, _, seconds) in priced.items():
+        summary["arms"][name]["timed_seconds_per_epoch"] = per_epoch
+        summary["arms"][name]["timed_epoch_ratio"] = per_epoch / base_per_epoch
+        summary["arms"][name]["reach_timed"] = None if seconds is None else seconds / base
+
+
 def write_suite(records: list[dict[str, Any]], out: Path) -> dict[str, Any]:
     summary = summarise(records)
+    add_priced_seconds(summary, records, out.parent / "throughput" / "throughput.json")
     summary["gaps"] = {
         arm: {c: paired_gap(summary, arm, c) for c in CONTROLS if c in summary["arms"] and c != arm}
         for arm in summary["arms"]

@@ -48,14 +48,21 @@ class Suite:
         return sorted({max(1, round(self.reference_epochs * f / per_epoch)) for f in self.fractions})
 
 
+def selecting(arm: Arm) -> float:
+    """Share of an arm's loader batches that are selection steps (its schedule's window and interrupts)."""
+    if arm.policy is None:
+        return 0.0
+    return 1.0 if arm.start is None else (arm.end - arm.start) * (1 - 1 / arm.interrupt if arm.interrupt else 1)
+
+
 def cost_per_epoch(arm: Arm) -> float:
     """Expected FE per epoch relative to the baseline's 3 per sample (scoring 1, training 3 per kept sample)."""
     if arm.policy is None:
         return 1.0
-    selecting = 1.0 if arm.start is None else (arm.end - arm.start) * (1 - 1 / arm.interrupt if arm.interrupt else 1)
+    selecting_ = selecting(arm)
     extra = 1 if arm.policy == "reducible" else 0
     per_sb = (1 + extra + 3 * arm.keep) / 3 * (1 - arm.holdout if arm.policy == "reducible" else 1)
-    return (1 - selecting) + selecting * per_sb
+    return (1 - selecting_) + selecting_ * per_sb
 
 
 def label(policy: str, cfg: dict[str, Any]) -> str:
@@ -137,3 +144,25 @@ def smoke(suite: Suite) -> Suite:
         arms += [a for a in suite.arms if a.policy is not None][:2]
     arms = [replace(a, il_epochs=1) for a in arms]
     return Suite(suite.name, 2000, suite.family, 2, arms, noise=suite.noise, seeds=(0,), fractions=(0.5, 1.0))
+
+
+def priced_seconds(arm: Arm, timing: dict[str, dict], train_samples: int, batch: int) -> tuple[float, float]:
+    """(seconds per epoch, seconds up front) of ``arm`` from interleaved per-loader-batch timings (``throughput.py``).
+
+    An epoch mixes plain steps at batch B and the arm's selection steps in the share its schedule gives; the
+    reducible arm trains on the data left after its hold-out and first trains its irreducible model plainly.
+    """
+    from .throughput import step_kind
+
+    plain = timing["plain batch B"]["seconds_per_loader_batch"]
+    kind = timing[step_kind(arm)]
+    if arm.policy is None:
+        return -(-train_samples // kind["loader_batch"]) * kind["seconds_per_loader_batch"], 0.0
+    upfront = 0.0
+    if arm.policy == "reducible":
+        held = int(arm.holdout * train_samples)
+        upfront = arm.il_epochs * -(-held // batch) * plain
+        train_samples -= held
+    share = selecting(arm)
+    per_batch = (1 - share) * plain + share * kind["seconds_per_loader_batch"]
+    return -(-train_samples // batch) * per_batch, upfront

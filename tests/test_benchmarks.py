@@ -66,3 +66,10 @@ def test_cost_interpolation():
     assert reach(curve, 0.99) == (None, "never")
     assert at_cost(curve, 1.5) == pytest.approx(0.925)
     assert at_cost(curve, 5.0) is None
+
+
+def test_throughput_smoke(tmp_path):
+    run("throughput.py", "--smoke", "--out", str(tmp_path))
+    timing = json.loads((tmp_path / "throughput.json").read_text())["families"]["mlp"]
+    assert "plain batch B" in timing and any("topk" in kind for kind in timing)
+    assert all(r["seconds_per_loader_batch"] > 0 for r in timing.values())
