@@ -102,8 +102,10 @@ def add_priced_seconds(summary: dict[str, Any], records: list[dict[str, Any]], t
         priced[name] = (per_epoch, upfront, None if epochs is None else epochs * per_epoch + upfront)
     base_per_epoch, base_upfront, _ = priced[summary["reference"]]
     base = summary["reference_epochs"] * base_per_epoch + base_upfront
-    for name, (per_epoch, _, seconds) in priced.items():
+    summary["timed_reference_seconds"] = base
+    for name, (per_epoch, upfront, seconds) in priced.items():
         summary["arms"][name]["timed_seconds_per_epoch"] = per_epoch
+        summary["arms"][name]["timed_upfront_seconds"] = upfront
         summary["arms"][name]["timed_epoch_ratio"] = per_epoch / base_per_epoch
         summary["arms"][name]["reach_timed"] = None if seconds is None else seconds / base
 

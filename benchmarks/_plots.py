@@ -9,15 +9,28 @@ from typing import Any
 
 from ._report import group
 
-STYLE = {"baseline": ("black", "-"), "baseline-small-batch": ("0.45", "--"), "random": ("tab:gray", ":")}
+STYLE = {"baseline": ("black", "-"), "baseline-small-batch": ("0.35", "--"), "random": ("0.55", ":")}
+COLORS = ("tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:blue", "tab:orange", "tab:green", "tab:cyan")
 
 
-def _style(arm: str, index: int) -> tuple[Any, str]:
-    if arm in STYLE:
-        return STYLE[arm]
-    import matplotlib
+def _styles(arms: list[str]) -> dict[str, tuple[Any, str]]:
+    """Controls in greys, selection arms in colours (the same arm order gives the same colours)."""
+    out, colored = {}, 0
+    for arm in arms:
+        if arm in STYLE:
+            out[arm] = STYLE[arm]
+        else:
+            out[arm] = (COLORS[colored % len(COLORS)], "-")
+            colored += 1
+    return out
 
-    return matplotlib.colormaps["tab10"](index % 10), "-"
+
+def _seconds(summary: dict[str, Any], arm: str, runs: list[dict[str, Any]]) -> float | None:
+    """Interleaved-timing seconds of a budget (epochs x seconds per epoch + up front), if measured."""
+    row = summary["arms"][arm]
+    if "timed_seconds_per_epoch" not in row:
+        return None
+    return runs[0]["epochs"] * row["timed_seconds_per_epoch"] + row["timed_upfront_seconds"]
 
 
 def suite_plots(records: list[dict[str, Any]], summary: dict[str, Any], out: Path) -> list[Path]:
@@ -37,21 +50,28 @@ def suite_plots(records: list[dict[str, Any]], summary: dict[str, Any], out: Pat
     finals = [100 * r["accuracy"] for r in records]
     low = max(min(finals), target - 2.5)
     high = max(finals) + 0.15
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), sharey=True)
-    for i, (arm, by_epochs) in enumerate(arms.items()):
-        color, dash = _style(arm, i)
-        for ax, axis in zip(axes, ("fe", "seconds"), strict=True):
+    styles = _styles(list(arms))
+    timed = "timed_reference_seconds" in summary
+    panels = ("fe", "timed", "seconds") if timed else ("fe", "seconds")
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5.2), sharey=True)
+    for arm, by_epochs in arms.items():
+        color, dash = styles[arm]
+        for ax, axis in zip(axes, panels, strict=True):
             xs, mids, lows, highs = [], [], [], []
             for runs in by_epochs.values():
                 accs = [100 * r["accuracy"] for r in runs]
-                costs = [r[axis] for r in runs]
-                xs.append((statistics.fmean(costs) if axis == "fe" else statistics.median(costs)) / ref[axis])
+                if axis == "timed":
+                    xs.append(_seconds(summary, arm, runs) / summary["timed_reference_seconds"])
+                else:
+                    costs = [r[axis] for r in runs]
+                    xs.append((statistics.fmean(costs) if axis == "fe" else statistics.median(costs)) / ref[axis])
                 mids.append(statistics.fmean(accs))
                 lows.append(min(accs))
                 highs.append(max(accs))
             ax.plot(xs, mids, dash, color=color, marker="o", ms=3, lw=1.4, label=arm)
             ax.fill_between(xs, lows, highs, color=color, alpha=0.12, lw=0)
-    for ax, what in zip(axes, ("forward-equivalents", "wall-clock seconds (median over seeds)"), strict=True):
+    whats = {"fe": "forward-equivalents", "timed": "seconds from interleaved step timing", "seconds": "raw seconds"}
+    for ax, what in zip(axes, (whats[p] for p in panels), strict=True):
         ax.axhline(target, color="black", lw=0.8, ls=(0, (4, 4)))
         ax.axvline(1.0, color="black", lw=0.5, alpha=0.4)
         ax.set_xlabel(f"{what}, x the baseline's at {summary['reference_epochs']} epochs")
@@ -59,8 +79,10 @@ def suite_plots(records: list[dict[str, Any]], summary: dict[str, Any], out: Pat
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("test accuracy (%) at the end of an annealed run")
     axes[0].set_title("accuracy vs compute (each point: one budget; band: min-max over seeds)", fontsize=9)
-    axes[1].set_title("accuracy vs time (torch on 1 thread, shared 2-core machine)", fontsize=9)
-    axes[1].legend(fontsize=7, loc="lower right")
+    if timed:
+        axes[1].set_title("accuracy vs time: epochs x interleaved seconds per epoch (throughput.py)", fontsize=9)
+    axes[-1].set_title("accuracy vs raw run seconds (median over seeds; shared 2-core machine, noisy)", fontsize=9)
+    axes[0].legend(fontsize=7, loc="lower right")
     fig.suptitle(f"{records[0]['suite']}: {records[0]['samples']:,} samples, {records[0]['family']}", fontsize=11)
     fig.tight_layout()
     paths = [out / "accuracy_vs_cost.png"]
@@ -68,8 +90,8 @@ def suite_plots(records: list[dict[str, Any]], summary: dict[str, Any], out: Pat
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 4.8))
-    for i, (arm, by_epochs) in enumerate(arms.items()):
-        color, dash = _style(arm, i)
+    for arm, by_epochs in arms.items():
+        color, dash = styles[arm]
         runs = by_epochs[max(by_epochs)]
         points = list(zip(*(r["curve"] for r in runs), strict=True))
         xs = [statistics.fmean(p["fe"] for p in pts) / ref["fe"] for pts in points]

@@ -104,8 +104,12 @@ def main_suite(name: str, samples: int, family: str, reference_epochs: int, best
 def noisy_suite(name: str, samples: int, reference_epochs: int, best: dict) -> Suite:
     topk = best["topk-shrink"]
     sel = [a for a in selection_arms(best) if a.name in ("topk", "topk-shrink", "history")]
-    reducible = Arm("reducible", policy="reducible", keep=topk["keep"], pooled=topk["pooled"], start=topk["start"])
-    arms = [BASELINE, sb("random", "random", topk["keep"], pooled=False), *sel, reducible]
+    fixed = best["topk"]
+    reducible = [
+        Arm("reducible", policy="reducible", keep=topk["keep"], pooled=topk["pooled"], start=topk["start"]),
+        Arm("reducible-fixed", policy="reducible", keep=fixed["keep"], pooled=True, start=fixed["start"]),
+    ]
+    arms = [BASELINE, sb("random", "random", topk["keep"], pooled=False), *sel, *reducible]
     return Suite(name, samples, "cnn", reference_epochs, arms, noise=0.2, fractions=(0.5, 1.0))
 
 
