@@ -11,6 +11,7 @@ from ._arms import Arm
 from ._harness import RECIPES, read_jsonl
 from ._report import at_cost, budget_curve, group, paired_gap, reach, summarise
 from ._suites import priced_seconds
+from .throughput import step_kind
 
 CONTROLS = ("baseline-small-batch", "random", "random-fixed")
 
@@ -92,8 +93,9 @@ def add_priced_seconds(summary: dict[str, Any], records: list[dict[str, Any]], t
         return
     family, samples = records[0]["family"], records[0]["samples"]
     timing = json.loads(timing_path.read_text())["families"].get(family)
-    if timing is None:
-        return
+    kinds = {step_kind(Arm(name, **row["config"])) for name, row in summary["arms"].items()}
+    if timing is None or not kinds <= set(timing) | {"plain batch B"}:
+        return  # not every arm's step was timed: no partial column
     train, batch = int(0.8 * samples), RECIPES[family]["batch"]
     priced = {}
     for name, row in summary["arms"].items():

@@ -26,6 +26,9 @@ DEFAULT_BEST = {  # used when no sweep result exists
 }
 
 
+DEFAULT = sb("sbdata-default", "topk", 0.5, pooled=False)  # SBLoader(loader, model, loss_fn) as it comes
+
+
 @dataclass
 class Suite:
     """One benchmark: data, model family, the reference budget and the arms with their budgets."""
@@ -97,7 +100,7 @@ def controls(best: dict[str, dict[str, Any]]) -> list[Arm]:
 
 def main_suite(name: str, samples: int, family: str, reference_epochs: int, best: dict) -> Suite:
     sel = [a for a in selection_arms(best) if a.name in ("topk", "rank", "history", "topk-shrink")]
-    arms = [BASELINE, *controls(best)[:2], composer(), *sel]
+    arms = [BASELINE, *controls(best)[:2], composer(), *sel, DEFAULT]
     return Suite(name, samples, family, reference_epochs, arms)
 
 
@@ -109,7 +112,7 @@ def noisy_suite(name: str, samples: int, reference_epochs: int, best: dict) -> S
         Arm("reducible", policy="reducible", keep=topk["keep"], pooled=topk["pooled"], start=topk["start"]),
         Arm("reducible-fixed", policy="reducible", keep=fixed["keep"], pooled=True, start=fixed["start"]),
     ]
-    arms = [BASELINE, sb("random", "random", topk["keep"], pooled=False), *sel, *reducible]
+    arms = [BASELINE, sb("random", "random", topk["keep"], pooled=False), *sel, *reducible, DEFAULT]
     return Suite(name, samples, "cnn", reference_epochs, arms, noise=0.2, fractions=(0.5, 1.0))
 
 
