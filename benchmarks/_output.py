@@ -129,7 +129,8 @@ def write_sweep(records: list[dict[str, Any]], out: Path) -> dict[str, Any]:
     """Efficiency of every sweep configuration against the baseline's budget curve; picks each policy's best.
 
     Efficiency at a budget is the FE the baseline needs for the same accuracy (its budget curve interpolated)
-    divided by the configuration's FE; ">" marks a lower bound (beyond the baseline's best measured accuracy).
+    divided by the configuration's FE; ">" marks a lower bound (beyond the baseline's best measured accuracy) and
+    "<=" an upper bound (below the baseline's cheapest measured budget).
     """
     arms = group(records)
     base = budget_curve(arms["baseline"], "fe")
@@ -139,9 +140,9 @@ def write_sweep(records: list[dict[str, Any]], out: Path) -> dict[str, Any]:
         for epochs, runs in by_epochs.items():
             acc, fe = runs[0]["accuracy"], runs[0]["fe"]
             cost, how = reach(base, acc)
-            bound = how == "never"
-            cost = max(c for c, _ in base) if bound else cost
-            effs.append({"epochs": epochs, "accuracy": acc, "fe": fe, "efficiency": cost / fe, "lower_bound": bound})
+            bound = {"never": ">", "at or below": "<="}.get(how, "")
+            cost = max(c for c, _ in base) if how == "never" else cost
+            effs.append({"epochs": epochs, "accuracy": acc, "fe": fe, "efficiency": cost / fe, "bound": bound})
         rows.append({"arm": arm, "config": by_epochs[max(by_epochs)][0]["config"], "budgets": effs})
         cfg = rows[-1]["config"]
         if cfg["policy"] in ("topk", "rank", "history"):
@@ -156,15 +157,14 @@ def write_sweep(records: list[dict[str, Any]], out: Path) -> dict[str, Any]:
     width = max(len(row["budgets"]) for row in rows)
     lines = [
         "Each cell: epochs: accuracy % / FE (x the baseline's at its largest budget) / efficiency (the baseline's FE "
-        "for the same accuracy over this FE; > marks a lower bound).",
+        "for the same accuracy over this FE; > marks a lower bound, <= an upper bound).",
         "",
         "| configuration |" + " budget |" * width,
         "| --- |" + " --- |" * width,
     ]
     for row in rows:
         cells = [
-            f"e{b['epochs']}: {100 * b['accuracy']:.2f} / {b['fe'] / ref_fe:.2f} / {'>' if b['lower_bound'] else ''}"
-            f"{b['efficiency']:.2f}"
+            f"e{b['epochs']}: {100 * b['accuracy']:.2f} / {b['fe'] / ref_fe:.2f} / {b['bound']}{b['efficiency']:.2f}"
             for b in row["budgets"]
         ]
         lines.append(f"| {row['arm']} | " + " | ".join(cells) + " |" * (width - len(cells)) + " |")

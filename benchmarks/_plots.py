@@ -10,15 +10,25 @@ from typing import Any
 from ._report import group
 
 STYLE = {"baseline": ("black", "-"), "baseline-small-batch": ("0.35", "--"), "random": ("0.55", ":")}
-COLORS = ("tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:blue", "tab:orange", "tab:green", "tab:cyan")
+NAMED = {  # the same colour for an arm in every suite
+    "composer": "tab:red",
+    "topk": "tab:purple",
+    "rank": "tab:brown",
+    "history": "tab:pink",
+    "topk-shrink": "tab:blue",
+    "sbdata-default": "tab:orange",
+    "reducible": "tab:green",
+    "reducible-fixed": "tab:cyan",
+}
+COLORS = ("tab:olive", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:blue", "tab:orange", "tab:green")
 
 
 def _styles(arms: list[str]) -> dict[str, tuple[Any, str]]:
-    """Controls in greys, selection arms in colours (the same arm order gives the same colours)."""
+    """Controls in greys, selection arms in colours (fixed per known arm, cycling for others)."""
     out, colored = {}, 0
     for arm in arms:
-        if arm in STYLE:
-            out[arm] = STYLE[arm]
+        if arm in STYLE or arm in NAMED:
+            out[arm] = STYLE.get(arm) or (NAMED[arm], "-")
         else:
             out[arm] = (COLORS[colored % len(COLORS)], "-")
             colored += 1
@@ -77,6 +87,10 @@ def suite_plots(records: list[dict[str, Any]], summary: dict[str, Any], out: Pat
         ax.set_xlabel(f"{what}, x the baseline's at {summary['reference_epochs']} epochs")
         ax.set_ylim(low, high)
         ax.grid(alpha=0.3)
+    below = [f"{arm} ({100 * summary['arms'][arm]['final_accuracy']:.1f}%)" for arm in arms
+             if 100 * summary["arms"][arm]["final_accuracy"] < low]  # fmt: skip
+    if below:
+        axes[0].text(0.02, 0.02, "below the axis: " + ", ".join(below), transform=axes[0].transAxes, fontsize=8)
     axes[0].set_ylabel("test accuracy (%) at the end of an annealed run")
     axes[0].set_title("accuracy vs compute (each point: one budget; band: min-max over seeds)", fontsize=9)
     if timed:
