@@ -11,6 +11,7 @@ def test_quickstart_small_runs_end_to_end(capsys):
     results = quickstart.main(["--small", "--no-progress"])
     out = capsys.readouterr().out
     assert "baseline" in out and "SB top-k keep=0.33" in out
+    assert results["batch 85, 1 epochs"]["backprop_fraction"] == 1.0  # the small-batch control trains on everything
     sb = results["SB top-k keep=0.33"]
     assert abs(sb["backprop_fraction"] - 0.33) < 0.02  # ceil(0.33 * 256) per batch, plus the short last batch
     assert sb["forward_equivalents"] < results["baseline"]["forward_equivalents"]

@@ -1,0 +1,138 @@
+"""Interleaved wall-clock cost of every arm's training step: the noise-robust seconds behind time-to-accuracy.
+
+The seconds of a whole training run on a shared machine swing by 2-5x with other people's load. This script
+measures what each arm's step costs side by side instead: for each model family it times every step kind of the
+time-to-accuracy arms (a plain step at batch B, a plain step at the small batch, and each arm's selection step
+with selection always on) in short interleaved blocks of loader batches, the order rotating every round, and
+keeps the median seconds per loader batch. ``time_to_accuracy.py report`` then prices each arm's
+epochs-to-target with these medians (an arm with a schedule mixes plain and selection steps in the share its
+window gives), next to the raw seconds of the runs.
+
+    python benchmarks/throughput.py                     # ConvNet and MLP; ~10 minutes on 2 shared cores
+    python benchmarks/throughput.py --smoke --out /tmp/throughput   # seconds; what CI runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks import _suites
+from benchmarks._harness import MODELS, RECIPES, dataset, machine
+from sbdata import keep_count
+
+RESULTS = Path(__file__).resolve().parent / "results" / "throughput"
+
+
+def step_kind(arm) -> str:
+    """What one loader batch of an arm costs, whatever its schedule: the key of the timing table."""
+    if arm.policy is None:
+        return f"plain batch {'keep*B ' + str(arm.keep) if arm.small_batch else 'B'}"
+    layout = "fixed" if arm.pooled else "shrink"
+    policy = f"reducible/{arm.base}" if arm.policy == "reducible" else arm.policy
+    return f"{policy} keep={arm.keep} {layout} {arm.score_mode}"
+
+
+def kinds(family: str, best_path: Path | None) -> dict:
+    """Every step kind of the suites of ``family``, each as an always-on arm."""
+    found = {}
+    for suite in _suites.suites(best_path).values():
+        if suite.family != family or suite.name == "sweep":
+            continue
+        for arm in suite.arms:
+            found.setdefault(step_kind(arm), replace(arm, start=None, interrupt=0, il_epochs=1))
+    return found
+
+
+def stepper(arm, family: str, data, batch: int):
+    """An endless generator of training steps; yields the loader batches consumed after each one."""
+    torch.manual_seed(0)
+    model = MODELS[family]()
+    recipe = RECIPES[family]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr"] / 10, weight_decay=recipe["weight_decay"])
+    batches, probe = arm.build(model, data, family=family, batch=batch, epochs=1000, seed=0)
+    steps, epoch = 0, 0
+    while True:
+        batches.set_epoch(epoch)
+        for x, y, *_ in batches:
+            model.train()
+            loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            steps += 1
+            yield probe.consumed(steps - 1)
+        epoch += 1
+
+
+def measure(family: str, samples: int, block: int, rounds: int, best_path: Path | None) -> dict:
+    data = dataset(samples)
+    batch = RECIPES[family]["batch"]
+    arms = kinds(family, best_path)
+    gens = {name: stepper(arm, family, data, batch) for name, arm in arms.items()}
+    consumed = {name: 0 for name in arms}
+    times: dict[str, list[float]] = {name: [] for name in arms}
+
+    def run_block(name: str) -> float:
+        target = consumed[name] + block
+        started = time.perf_counter()
+        while consumed[name] < target:
+            consumed[name] = next(gens[name])
+        elapsed = time.perf_counter() - started
+        return elapsed / (consumed[name] - target + block)
+
+    names = list(arms)
+    for name in names:
+        run_block(name)  # warm-up
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            times[name].append(run_block(name))
+    out = {}
+    for name, arm in arms.items():
+        loader_batch = keep_count(arm.keep, batch) if arm.small_batch else batch
+        ts = times[name]
+        out[name] = {
+            "seconds_per_loader_batch": statistics.median(ts),
+            "min": min(ts),
+            "max": max(ts),
+            "loader_batch": loader_batch,
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--families", nargs="*", default=["cnn", "mlp"])
+    parser.add_argument("--block", type=int, default=24, help="loader batches per timed block (default 24)")
+    parser.add_argument("--rounds", type=int, default=15, help="timed blocks per step kind (default 15)")
+    parser.add_argument("--best", type=Path, default=RESULTS.parent / "sweep" / "best.json")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 2 blocks of 2")
+    args = parser.parse_args(argv)
+    samples = 2000 if args.smoke else 100_000
+    if args.smoke:
+        args.families, args.block, args.rounds = ["mlp"], 2, 2
+    torch.set_num_threads(1)
+    results = {"machine": machine(), "config": {k: str(v) for k, v in vars(args).items()}, "families": {}}
+    for family in args.families:
+        results["families"][family] = measure(family, samples, args.block, args.rounds, args.best)
+        for name, r in results["families"][family].items():
+            print(f"{family} {name:<40} {1e3 * r['seconds_per_loader_batch']:8.2f} ms / loader batch", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "throughput.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

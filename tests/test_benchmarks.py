@@ -1,0 +1,75 @@
+"""Every benchmark script runs end to end in its seconds-long smoke mode and writes the outputs the README shows."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PLOTS = importlib.util.find_spec("matplotlib") is not None
+
+
+def run(script: str, *args: str, timeout: float = 60) -> None:
+    cmd = [sys.executable, str(ROOT / "benchmarks" / script), *args]
+    subprocess.run(cmd, cwd=ROOT, check=True, timeout=timeout, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("suite", ["clean100k", "noisy100k", "mlp100k"])
+def test_time_to_accuracy_smoke(tmp_path, suite):
+    run("time_to_accuracy.py", suite, "--smoke", "--out", str(tmp_path))
+    out = tmp_path / suite
+    records = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert {"arm", "epochs", "seed", "accuracy", "fe", "seconds", "curve", "config"} <= set(records[0])
+    assert {(r["arm"], r["epochs"]) for r in records} == {(r["arm"], r["epochs"]) for r in records if r["seed"] == 0}
+    summary = json.loads((out / "summary.json").read_text())
+    assert {"target_accuracy", "reference_cost", "equal_cost_fe", "arms"} <= set(summary)
+    row = summary["arms"]["baseline"]
+    assert row["reach_fe"] == pytest.approx(1.0)  # the baseline reaches its own final accuracy at its own cost
+    assert {"reach_seconds", "first_fe", "equal_cost_mean", "budgets"} <= set(row)
+    assert "| baseline |" in (out / "table.md").read_text()
+    if suite == "noisy100k":
+        assert "reducible" in summary["arms"] and records[0]["noisy_share"] is not None
+    if PLOTS:
+        assert (out / "accuracy_vs_cost.png").stat().st_size > 0 and (out / "curves.png").exists()
+
+
+def test_sweep_smoke_writes_choice(tmp_path):
+    run("time_to_accuracy.py", "sweep", "--smoke", "--out", str(tmp_path))
+    best = json.loads((tmp_path / "sweep" / "best.json").read_text())
+    assert best and all({"keep", "start", "pooled"} <= set(cfg) for cfg in best.values())
+    run("time_to_accuracy.py", "report", "--out", str(tmp_path))
+    assert (tmp_path / "sweep" / "table.md").exists()
+
+
+def test_overhead_smoke(tmp_path):
+    run("overhead.py", "--smoke", "--out", str(tmp_path))
+    results = json.loads((tmp_path / "overhead.json").read_text())
+    for mode in ("select", "step"):
+        arms = results["models"]["tiny"][mode]["arms"]
+        assert {"hand-written", "SBLoader"} <= set(arms)
+        for arm in arms.values():
+            assert {"median_ms", "ratio_median", "aten_ops", "python_calls"} <= set(arm)
+            assert arm["forwards"] == (1 if mode == "select" else 2)  # one scoring forward (+ one training)
+        assert arms["SBLoader"]["yielded_per_step"] == arms["hand-written"]["yielded_per_step"]
+
+
+def test_cost_interpolation():
+    sys.path.insert(0, str(ROOT))
+    from benchmarks._report import at_cost, reach
+
+    curve = [(1.0, 0.90), (2.0, 0.95), (4.0, 0.97)]
+    assert reach(curve, 0.96) == (3.0, "interpolated")
+    assert reach(curve, 0.85) == (1.0, "at or below")
+    assert reach(curve, 0.99) == (None, "never")
+    assert at_cost(curve, 1.5) == pytest.approx(0.925)
+    assert at_cost(curve, 5.0) is None
+
+
+def test_throughput_smoke(tmp_path):
+    run("throughput.py", "--smoke", "--out", str(tmp_path))
+    timing = json.loads((tmp_path / "throughput.json").read_text())["families"]["mlp"]
+    assert "plain batch B" in timing and any("topk" in kind for kind in timing)
+    assert all(r["seconds_per_loader_batch"] > 0 for r in timing.values())
