@@ -56,6 +56,8 @@ def _rebuild(template: Any, items: Any) -> Any:
 
 def map_fields(batch: Any, fn: Callable[[Any, str], Any], path: str = "batch") -> Any:
     """Apply ``fn(field, path)`` to every batch field; non-batch leaves are returned as they are."""
+    if type(batch) in (tuple, list) and all(type(v) is torch.Tensor and v.dim() > 0 for v in batch):
+        return type(batch)([fn(v, f"{path}[{i}]") for i, v in enumerate(batch)])  # the common (x, y) batch
     if is_batch_field(batch):
         return fn(batch, path)
     if isinstance(batch, Mapping):

@@ -151,6 +151,7 @@ class SelectionEngine:
         self.return_weights = self.selector.return_weights
         first = next(model.parameters(), None)
         self._anchored = first is not None and first.device == self.device  # guard only what was true at the start
+        self._device_checked = False
         self.pool = Pool(batch_size) if batch_size is not None else None
         self._ready: deque[Any] = deque()
         self._step = 0
@@ -198,8 +199,18 @@ class SelectionEngine:
         held = sum(_batch.batch_size(self._unwrap(out)) or 0 for out in self._ready)
         return held + (len(self.pool) if self.pool is not None else 0)
 
+    def _check_device(self) -> None:
+        anchor = next(self.model.parameters(), None)
+        if anchor is not None and self._anchored and anchor.device != self.device:
+            raise RuntimeError(
+                f"the model moved to {anchor.device} after the engine was built for {self.device}: build the "
+                "loader after model.to(device), or pass device="
+            )
+        self._device_checked = True
+
     def begin_epoch(self) -> None:
         """Start a fresh epoch: reset the in-epoch batch index and drop anything left from an abandoned epoch."""
+        self._device_checked = False
         self._epochs_begun += 1
         self._epoch_step = 0
         self._exhausted = False
@@ -261,12 +272,8 @@ class SelectionEngine:
         In the unpooled path a batch from which nothing was kept emits nothing, unless ``emit_empty``. ``active``
         overrides the schedule's decision (the lockstep passes the one all ranks agreed on); None asks it.
         """
-        anchor = next(self.model.parameters(), None)
-        if anchor is not None and self._anchored and anchor.device != self.device:
-            raise RuntimeError(
-                f"the model moved to {anchor.device} after the engine was built for {self.device}: build the "
-                "loader after model.to(device), or pass device="
-            )
+        if not self._device_checked:  # once per epoch: the check walks the model's parameters
+            self._check_device()
         n = _batch.batch_size(batch)
         if n is None:
             raise ValueError(f"batch of type {type(batch).__name__} has no field with a batch dimension")
@@ -346,6 +353,7 @@ class SelectionEngine:
         self._epoch_step = int(state["epoch_step"])
         self._epochs_begun = int(state["epochs_begun"])
         self._exhausted = bool(state["exhausted"])
+        self._device_checked = False
         self.selector.load_state_dict(state)
         if self.pool is not None:
             self.pool.load_state_dict(state["pool"])

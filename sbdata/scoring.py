@@ -58,7 +58,9 @@ def scoring_mode(model: nn.Module, mode: str, device: torch.device) -> Iterator[
     ``num_batches_tracked`` of every normalisation layer are restored in place, and the global RNGs (consumed by
     dropout) are forked, so the pass leaves no trace.
     """
-    flags = [(module, module.training) for module in model.modules()]
+    modules = list(model.modules())
+    flags = [module.training for module in modules]
+    uniform = all(flag == flags[0] for flag in flags)  # the usual case: one train() call restores them all
     saved: list[tuple[torch.Tensor, torch.Tensor]] = []
     with contextlib.ExitStack() as stack:
         try:
@@ -66,7 +68,7 @@ def scoring_mode(model: nn.Module, mode: str, device: torch.device) -> Iterator[
                 model.eval()
             else:
                 model.train()
-                for module in model.modules():
+                for module in modules:
                     if isinstance(module, _NormBase) and module.track_running_stats:
                         stats = (module.running_mean, module.running_var, module.num_batches_tracked)
                         saved.extend((buffer, buffer.clone()) for buffer in stats if buffer is not None)
@@ -77,8 +79,11 @@ def scoring_mode(model: nn.Module, mode: str, device: torch.device) -> Iterator[
             with torch.no_grad():
                 for buffer, value in saved:
                     buffer.copy_(value)
-            for module, flag in flags:
-                module.training = flag
+            if uniform:
+                model.train(flags[0])
+            else:
+                for module, flag in zip(modules, flags, strict=True):
+                    module.training = flag
 
 
 @dataclass

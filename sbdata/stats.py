@@ -78,17 +78,20 @@ class StatsTracker:
         self.samples_seen = self.samples_scored = self.samples_reused = self.samples_kept = self.samples_yielded = 0
         self.scoring_seconds = 0.0
         self._candidates = 0  # samples selection ranked (finite ones under nan_policy='drop')
-        self._loss_sums: torch.Tensor | None = None  # [kept, dropped]
+        self._loss_sums: torch.Tensor | None = None  # [kept, all candidates], float64
 
     def record_selection(self, losses: torch.Tensor, index: torch.Tensor) -> None:
-        kept = losses.index_select(0, index).sum()
-        sums = torch.stack([kept, losses.sum() - kept]).to(torch.float64)
-        self._loss_sums = sums if self._loss_sums is None else self._loss_sums + sums.to(self._loss_sums.device)
+        sums = torch.stack([losses.index_select(0, index).sum(), losses.sum()])  # [kept, all]
+        if self._loss_sums is None:
+            self._loss_sums = sums.to(torch.float64)
+        else:
+            self._loss_sums.add_(sums.to(self._loss_sums.device))
         self.samples_kept += index.shape[0]
         self._candidates += losses.shape[0]
 
     def snapshot(self) -> SBStats:
-        kept_sum, dropped_sum = (0.0, 0.0) if self._loss_sums is None else self._loss_sums.tolist()
+        kept_sum, all_sum = (0.0, 0.0) if self._loss_sums is None else self._loss_sums.tolist()
+        dropped_sum = all_sum - kept_sum
         dropped = self._candidates - self.samples_kept
         return SBStats(
             **{name: getattr(self, name) for name in self._COUNTERS},
