@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from sbdata import LossHistory, ReducibleLoss, SBLoader, Schedule, keep_count
+from sbdata import LossCache, LossHistory, ReducibleLoss, SBLoader, Schedule, keep_count
 
 from ._harness import MODELS, RECIPES, ShuffledBatches, train_epochs
 
@@ -36,6 +36,7 @@ class Probe:
     loader_batches_per_epoch: int
     loader: SBLoader | None = None
     extra_forwards: int = 0  # models scored per SB sample besides the live one (the irreducible model)
+    observe: bool = False  # the training step hands its per-sample losses to the loader's LossCache
     pixel_ratio: float = 1.0  # scoring input size relative to training input size (scale_factor ** spatial dims)
     upfront_fe: float = 0.0
 
@@ -45,6 +46,10 @@ class Probe:
 
     def scored(self) -> int:
         return 0 if self.loader is None else self.loader.engine.tracker.samples_scored
+
+    def reused(self) -> int:
+        """Samples of SB steps whose loss came from a LossCache instead of a scoring forward."""
+        return 0 if self.loader is None else self.loader.engine.tracker.samples_reused
 
     def scoring_fe(self) -> float:
         return self.scored() * (self.pixel_ratio + self.extra_forwards)
@@ -66,6 +71,8 @@ class Arm:
         base: base policy of ``"reducible"``.
         holdout: share of the training set that trains the irreducible model (excluded from this arm's data).
         il_epochs: epochs of the irreducible model's training.
+        staleness: with an int, a ``LossCache(staleness, size=n_train)`` reuses losses up to that many epochs old.
+        observe: with a cache, the training step's per-sample losses are recorded with ``loader.observe``.
     """
 
     name: str
@@ -81,6 +88,8 @@ class Arm:
     base: str = "topk"
     holdout: float = 0.1
     il_epochs: int = 10
+    staleness: int | None = None
+    observe: bool = False
 
     def describe(self) -> dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if k != "name"}
@@ -99,6 +108,10 @@ class Arm:
         elif self.policy == "reducible":
             tensors, irreducible, upfront = self._irreducible(split, family, batch, seed)
             policy, extra = ReducibleLoss(irreducible, policy=self.base), 1
+        cached = {}
+        if self.staleness is not None:  # every batch carries its samples' positions, the cache's ids, last
+            tensors = (*tensors, torch.arange(len(tensors[0])))
+            cached = {"cache": LossCache(staleness=self.staleness, size=len(tensors[0])), "id_key": -1}
         wide = self.pooled and self.candidates == "wide"
         source = ShuffledBatches(tensors, keep_count(1 / self.keep, batch) if wide else batch, seed)
         schedule = None
@@ -117,8 +130,10 @@ class Arm:
             generator=seed,
             nan_policy="keep",
             split=_inputs_targets,
+            **cached,
         )
-        return loader, Probe(len(source), loader, extra_forwards=extra, upfront_fe=upfront)
+        observe = self.observe and self.staleness is not None
+        return loader, Probe(len(source), loader, extra_forwards=extra, upfront_fe=upfront, observe=observe)
 
     def _irreducible(self, split, family: str, batch: int, seed: int):
         """Train the irreducible-loss model on a held-out share of the (noisy) training set (RHO-LOSS)."""

@@ -158,18 +158,24 @@ def train_run(split: Data, arm: Any, *, family: str, epochs: int, seed: int, eva
     for epoch in range(epochs):
         batches.set_epoch(epoch)
         started = time.perf_counter()
-        for x, y, *clean in batches:
+        for batch in batches:  # (x, y), then the clean labels of a noisy run, then ids for a cache
+            x, y = batch[0], batch[1]
             consumed = probe.consumed(steps)
             for group in optimizer.param_groups:
                 group["lr"] = one_cycle((consumed - 1) / total, recipe["lr"])
             model.train()
-            loss = F.cross_entropy(model(x), y)
+            if probe.observe:
+                losses = F.cross_entropy(model(x), y, reduction="none")
+                probe.loader.observe(batch, losses)  # the one-line change a cache user makes
+                loss = losses.mean()
+            else:
+                loss = F.cross_entropy(model(x), y)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             trained += len(y)
-            if clean:
-                flipped += int((y != clean[0]).sum())
+            if split.y_clean is not None:
+                flipped += int((y != batch[2]).sum())
             steps += 1
             if consumed >= next_eval * total / evals and next_eval < evals:
                 seconds += time.perf_counter() - started
@@ -190,6 +196,7 @@ def train_run(split: Data, arm: Any, *, family: str, epochs: int, seed: int, eva
         "steps": steps,
         "samples_trained": trained,
         "samples_scored": probe.scored(),
+        "samples_reused": probe.reused(),
         "noisy_share": flipped / trained if split.y_clean is not None else None,
         "upfront_fe": probe.upfront_fe,
         "upfront_seconds": upfront_seconds,

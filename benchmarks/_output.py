@@ -9,7 +9,7 @@ from typing import Any
 from . import _plots
 from ._arms import Arm
 from ._harness import RECIPES, read_jsonl
-from ._report import at_cost, budget_curve, group, paired_gap, reach, summarise
+from ._report import at_cost, budget_curve, group, mean, paired_gap, reach, sd, summarise
 from ._suites import priced_seconds
 from .throughput import step_kind
 
@@ -24,7 +24,10 @@ def config_text(cfg: dict[str, Any]) -> str:
     layout = ("fixed B, wide" if cfg["candidates"] == "wide" else "fixed B") if cfg["pooled"] else "shrink"
     window = "always" if cfg["start"] is None else f"{cfg['start']}-{cfg['end']}, interrupt {cfg['interrupt']}"
     mode = ", train-mode scoring" if cfg["score_mode"] == "train" else ""
-    return f"{policy} keep={cfg['keep']}, {layout}, {window}{mode}"
+    cache = ""
+    if cfg.get("staleness") is not None:
+        cache = f", LossCache(staleness={cfg['staleness']}){' + observe' if cfg.get('observe') else ''}"
+    return f"{policy} keep={cfg['keep']}, {layout}, {window}{mode}{cache}"
 
 
 def _ratio(value: float | None, how: str = "") -> str:
@@ -86,6 +89,38 @@ def suite_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cache_table(records: list[dict[str, Any]]) -> str:
+    """For suites with ``LossCache`` arms: the share of SB samples scored and the accuracy, at the epochs where the
+    cached arms and the freshly scoring arm all ran (the fresh arm's largest budget)."""
+    by = group(records)
+    configs = {arm: budgets[max(budgets)][0]["config"] for arm, budgets in by.items()}
+    fresh = next((arm for arm, cfg in configs.items() if cfg["policy"] and cfg.get("staleness") is None), None)
+    if fresh is None:
+        return ""
+    epochs = max(by[fresh])
+    lines = [
+        f"Loss cache against fresh scoring ({fresh}), all at {epochs} epochs (3 seeds): the share of the SB steps' "
+        "samples that went through the scoring forward, and the final accuracy.",
+        "",
+        "| arm | samples scored (share of SB samples) | scoring forwards saved | accuracy (%) [per seed] "
+        "| FE (x fresh) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    base_fe = mean([r["fe"] for r in by[fresh][epochs]])
+    for arm, budgets in by.items():
+        runs = budgets.get(epochs)
+        if not runs or runs[0]["config"]["policy"] is None:
+            continue
+        shares = [r["samples_scored"] / max(1, r["samples_scored"] + r.get("samples_reused", 0)) for r in runs]
+        accs = [r["accuracy"] for r in runs]
+        seeds = ", ".join(f"{100 * a:.2f}" for a in accs)
+        lines.append(
+            f"| {arm} | {mean(shares):.3f} | {1 - mean(shares):.0%} | {_pct(mean(accs), sd(accs))} [{seeds}] | "
+            f"{mean([r['fe'] for r in runs]) / base_fe:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def add_priced_seconds(summary: dict[str, Any], records: list[dict[str, Any]], timing_path: Path) -> None:
     """Seconds to target from interleaved step timings (``throughput.py``): epochs to target (interpolated on the
     budget curve) times the arm's seconds per epoch, plus its up-front seconds; as a ratio to the baseline's."""
@@ -120,7 +155,10 @@ def write_suite(records: list[dict[str, Any]], out: Path) -> dict[str, Any]:
         for arm in summary["arms"]
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    (out / "table.md").write_text(suite_table(summary))
+    table = suite_table(summary)
+    if any(r["config"].get("staleness") is not None for r in records):
+        table += "\n" + cache_table(records)
+    (out / "table.md").write_text(table)
     _plots.suite_plots(records, summary, out)
     return summary
 

@@ -20,6 +20,7 @@ NAMED = {  # the same colour for an arm in every suite
     "reducible": "tab:green",
     "reducible-fixed": "tab:cyan",
 }
+CACHE_COLORS = {"1": "tab:olive", "2": "tab:red", "4": "tab:purple"}
 COLORS = ("tab:olive", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:blue", "tab:orange", "tab:green")
 
 
@@ -27,7 +28,10 @@ def _styles(arms: list[str]) -> dict[str, tuple[Any, str]]:
     """Controls in greys, selection arms in colours (fixed per known arm, cycling for others)."""
     out, colored = {}, 0
     for arm in arms:
-        if arm in STYLE or arm in NAMED:
+        if arm.startswith("cache-s"):  # the loss-cache arms: a colour per staleness, dashed with observe()
+            staleness = arm.removeprefix("cache-s").split("-")[0]
+            out[arm] = (CACHE_COLORS.get(staleness, "tab:gray"), "--" if arm.endswith("-observe") else "-")
+        elif arm in STYLE or arm in NAMED:
             out[arm] = STYLE.get(arm) or (NAMED[arm], "-")
         else:
             out[arm] = (COLORS[colored % len(COLORS)], "-")

@@ -58,13 +58,21 @@ def selecting(arm: Arm) -> float:
     return 1.0 if arm.start is None else (arm.end - arm.start) * (1 - 1 / arm.interrupt if arm.interrupt else 1)
 
 
+def scored_share(arm: Arm) -> float:
+    """Expected share of an SB step's samples that go through the scoring forward: 1 without a cache; with one,
+    about one epoch in ``staleness + 1``, less what ``observe`` refreshes (roughly the kept share)."""
+    if arm.staleness is None:
+        return 1.0
+    return (1 - arm.keep if arm.observe else 1.0) / (arm.staleness + 1)
+
+
 def cost_per_epoch(arm: Arm) -> float:
     """Expected FE per epoch relative to the baseline's 3 per sample (scoring 1, training 3 per kept sample)."""
     if arm.policy is None:
         return 1.0
     selecting_ = selecting(arm)
     extra = 1 if arm.policy == "reducible" else 0
-    per_sb = (1 + extra + 3 * arm.keep) / 3 * (1 - arm.holdout if arm.policy == "reducible" else 1)
+    per_sb = (scored_share(arm) + extra + 3 * arm.keep) / 3 * (1 - arm.holdout if arm.policy == "reducible" else 1)
     return (1 - selecting_) + selecting_ * per_sb
 
 
@@ -116,6 +124,22 @@ def noisy_suite(name: str, samples: int, reference_epochs: int, best: dict) -> S
     return Suite(name, samples, "cnn", reference_epochs, arms, noise=0.2, fractions=(0.5, 1.0))
 
 
+def cache_suite(name: str, samples: int, reference_epochs: int, best: dict) -> Suite:
+    """The stale-loss cache (issue 7) on the best shrink configuration: staleness 1, 2, 4, with and without
+    ``observe``, against the same configuration scoring fresh every step and the baseline."""
+    cfg = best["topk-shrink"]
+    fresh = sb("topk-shrink", "topk", cfg["keep"], pooled=cfg["pooled"], start=cfg["start"])
+    cached = [
+        replace(fresh, name=f"cache-s{staleness}{'-observe' if observe else ''}", staleness=staleness, observe=observe)
+        for observe in (False, True)
+        for staleness in (1, 2, 4)
+    ]
+    suite = Suite(name, samples, "cnn", reference_epochs, [BASELINE, fresh, *cached])
+    same_epochs = suite.epochs_for(fresh)[-1]  # also at the fresh arm's largest budget: accuracy at equal epochs
+    suite.budgets = {arm.name: sorted({*suite.epochs_for(arm), same_epochs}) for arm in cached}
+    return suite
+
+
 def sweep_suite(samples: int = 100_000, reference_epochs: int = 8) -> Suite:
     """Policies x keep x schedule start x layout, one seed, two budgets (half and all the reference epochs)."""
     arms = [BASELINE, small_batch(0.33)]
@@ -140,12 +164,15 @@ def suites(best_path: Path | None) -> dict[str, Suite]:
         "clean20k": main_suite("clean20k", 20_000, "cnn", 16, best),
         "noisy100k": noisy_suite("noisy100k", 100_000, 8, best),
         "mlp100k": main_suite("mlp100k", 100_000, "mlp", 16, best),
+        "cache100k": cache_suite("cache100k", 100_000, 8, best),
     }
 
 
 def smoke(suite: Suite) -> Suite:
     """Seconds-long version: 2,000 samples, one seed, tiny budgets, a few arms."""
-    keep = {"baseline", "baseline-small-batch", "composer", "topk", "random", "reducible"}
+    keep = {"baseline", "baseline-small-batch", "composer", "topk", "random", "reducible", "cache-s2-observe"}
+    if suite.name == "cache100k":
+        keep |= {"topk-shrink"}  # the cache table compares against fresh scoring
     arms = [a for a in suite.arms if a.name in keep]
     if suite.name == "sweep":
         arms += [a for a in suite.arms if a.policy is not None][:2]

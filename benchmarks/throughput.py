@@ -41,7 +41,8 @@ def step_kind(arm) -> str:
         return f"plain batch {'keep*B ' + str(arm.keep) if arm.small_batch else 'B'}"
     layout = "fixed" if arm.pooled else "shrink"
     policy = f"reducible/{arm.base}" if arm.policy == "reducible" else arm.policy
-    return f"{policy} keep={arm.keep} {layout} {arm.score_mode}"
+    cache = "" if arm.staleness is None else f" cache s={arm.staleness}{' observe' if arm.observe else ''}"
+    return f"{policy} keep={arm.keep} {layout} {arm.score_mode}{cache}"
 
 
 def kinds(family: str, best_path: Path | None) -> dict:
@@ -51,6 +52,8 @@ def kinds(family: str, best_path: Path | None) -> dict:
         if suite.family != family or suite.name == "sweep":
             continue
         for arm in suite.arms:
+            if arm.staleness is not None:  # a cached arm's step cost changes from epoch to epoch: not timed here
+                continue
             found.setdefault(step_kind(arm), replace(arm, start=None, interrupt=0, il_epochs=1))
     return found
 

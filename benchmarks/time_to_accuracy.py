@@ -7,6 +7,7 @@ Exact commands (from the repository root, sbdata importable; about 2.5 hours on 
     python benchmarks/time_to_accuracy.py clean20k     # 20,000 samples
     python benchmarks/time_to_accuracy.py noisy100k    # 20% of training labels flipped, with ReducibleLoss
     python benchmarks/time_to_accuracy.py mlp100k      # a second model family: the MLP
+    python benchmarks/time_to_accuracy.py cache100k    # the stale-loss cache: staleness 1, 2, 4, +/- observe
     python benchmarks/time_to_accuracy.py report       # tables (Markdown, JSON) and plots from what was run
     python benchmarks/time_to_accuracy.py clean100k --smoke --out /tmp/tta   # seconds; what CI runs
 
@@ -72,7 +73,9 @@ def run_suite(suite: _suites.Suite, out: Path, worker: tuple[int, int] = (0, 1),
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("suite", choices=["sweep", "clean100k", "clean20k", "noisy100k", "mlp100k", "report"])
+    parser.add_argument(
+        "suite", choices=["sweep", "clean100k", "clean20k", "noisy100k", "mlp100k", "cache100k", "report"]
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default benchmarks/results)")
     parser.add_argument("--seeds", type=int, nargs="*", help="override the suite's seeds")
     parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, one seed, tiny budgets")

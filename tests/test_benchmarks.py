@@ -17,7 +17,7 @@ def run(script: str, *args: str, timeout: float = 60) -> None:
     subprocess.run(cmd, cwd=ROOT, check=True, timeout=timeout, capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("suite", ["clean100k", "noisy100k", "mlp100k"])
+@pytest.mark.parametrize("suite", ["clean100k", "noisy100k", "mlp100k", "cache100k"])
 def test_time_to_accuracy_smoke(tmp_path, suite):
     run("time_to_accuracy.py", suite, "--smoke", "--out", str(tmp_path))
     out = tmp_path / suite
@@ -32,6 +32,10 @@ def test_time_to_accuracy_smoke(tmp_path, suite):
     assert "| baseline |" in (out / "table.md").read_text()
     if suite == "noisy100k":
         assert "reducible" in summary["arms"] and records[0]["noisy_share"] is not None
+    if suite == "cache100k":  # the cached arm reuses losses: it scored fewer samples than its SB steps saw
+        cached = [r for r in records if r["arm"] == "cache-s2-observe"]
+        assert cached and all(r["samples_reused"] > 0 for r in cached if r["epochs"] > 3)
+        assert "scoring forwards saved" in (out / "table.md").read_text()
     if PLOTS:
         assert (out / "accuracy_vs_cost.png").stat().st_size > 0 and (out / "curves.png").exists()
 
