@@ -4,14 +4,15 @@
     python examples/quickstart.py --small    # a few seconds (what the tests run)
 
 Every arm starts from the same weights and sees the samples in the same order. The SB arm trains only on the
-hardest ``keep`` share of each batch, chosen by one no-grad scoring forward. Two controls follow, both trained for
-fewer epochs, at about the compute SB spent: the baseline, which says whether selection beat simply training less,
-and the baseline at the batch size SB trains on (``keep * B``), which takes as many optimizer steps per trained
-sample as SB and so says how much of SB's gain is merely "more, smaller steps" (``benchmarks/README.md`` finds
-that this explains most of it for this model). The table compares them on test
-accuracy, the share of samples that reached the backward pass, the compute spent in forward-equivalents (a
-scoring forward counts 1 per sample, a training step 3 per sample: forward plus a backward of about twice its
-cost) and wall-clock seconds.
+hardest ``keep`` share of each batch, chosen by one no-grad scoring forward; "SB + LossCache(2)" does the same but
+reuses a sample's loss for up to two epochs (refreshed for free by the training step's own losses, ``observe``)
+instead of rescoring it. The controls train without selection for fewer epochs, at about the compute an SB arm
+spent: the baseline, which says whether selection beat simply training less, and the baseline at the batch size SB
+trains on (``keep * B``), which takes as many optimizer steps per trained sample as SB and so says how much of SB's
+gain is merely "more, smaller steps" (``benchmarks/README.md`` finds that this explains most of fresh scoring's gain
+for this model, and that the cache's does not). The table compares them on test accuracy, the share of samples that
+reached the backward pass, the compute spent in forward-equivalents (a scoring forward counts 1 per sample, a
+training step 3 per sample: forward plus a backward of about twice its cost) and wall-clock seconds.
 """
 
 from __future__ import annotations
@@ -28,29 +29,37 @@ from torch.utils.data import DataLoader, TensorDataset
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ConvNet, accuracy, load_mnist1d
 
-from sbdata import SBLoader, keep_count
+from sbdata import LossCache, SBLoader, keep_count, with_index
 
 
-def train(split, *, epochs: int, batch_size: int, keep: float | None, seed: int, progress: bool) -> dict:
-    """Train one arm; ``keep=None`` is the plain baseline (at ``batch_size``)."""
+def train(
+    split, *, epochs: int, batch_size: int, keep: float | None, seed: int, progress: bool, cache: bool = False
+) -> dict:
+    """Train one arm; ``keep=None`` is the plain baseline (at ``batch_size``); ``cache`` adds a LossCache."""
     from tqdm import tqdm
 
     torch.manual_seed(seed)
     model = ConvNet()
     order = torch.Generator().manual_seed(seed)
-    loader = DataLoader(
-        TensorDataset(split.x_train, split.y_train), batch_size=batch_size, shuffle=True, generator=order
-    )
-    batches = loader if keep is None else SBLoader(loader, model, F.cross_entropy, keep=keep, policy="topk")
+    dataset = TensorDataset(split.x_train, split.y_train)
+    if cache:  # each sample carries its index, the cache's id: batches are (x, y, index)
+        dataset = with_index(dataset)
+    loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=order)
+    options = {"cache": LossCache(staleness=2, size=len(dataset)), "id_key": -1} if cache else {}
+    batches = loader if keep is None else SBLoader(loader, model, F.cross_entropy, keep=keep, **options)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)
     lr_schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=3e-3, total_steps=epochs * len(loader))
     trained = 0
     started = time.perf_counter()
     for epoch in range(epochs):
         bar = tqdm(batches, desc=f"{'baseline' if keep is None else 'SB'} epoch {epoch + 1}", disable=not progress)
-        for x, y in bar:
+        for batch in bar:
+            x, y = batch[0], batch[1]
             model.train()
-            loss = F.cross_entropy(model(x), y)
+            losses = F.cross_entropy(model(x), y, reduction="none")
+            if cache:
+                batches.observe(batch, losses)  # the training step's losses refresh the cache for free
+            loss = losses.mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -88,15 +97,20 @@ def main(argv: list[str] | None = None) -> dict:
     results = {"baseline": train(split, keep=None, **common)}
     sb_name = f"SB top-k keep={args.keep}"
     results[sb_name] = train(split, keep=args.keep, **common)
+    results["SB + LossCache(2)"] = train(split, keep=args.keep, cache=True, **common)
     base = results["baseline"]
-    # Two controls at about the compute SB used (fewer epochs): the baseline as it is, which says whether selection
-    # beat simply training less, and the baseline at the batch size SB trains on, which takes as many optimizer
-    # steps per trained sample as SB and so says how much of SB's gain is merely "more, smaller steps".
-    equal_epochs = max(1, round(args.epochs * results[sb_name]["forward_equivalents"] / base["forward_equivalents"]))
+    # Controls at about the compute each SB arm used (fewer epochs): the baseline as it is, which says whether
+    # selection beat simply training less, and the baseline at the batch size SB trains on, which takes as many
+    # optimizer steps per trained sample as SB and so says how much of SB's gain is merely "more, smaller steps".
     small = keep_count(args.keep, args.batch_size)
-    short = {**common, "epochs": equal_epochs}
-    results[f"baseline {equal_epochs} epochs"] = train(split, keep=None, **short)
-    results[f"batch {small}, {equal_epochs} epochs"] = train(split, keep=None, **{**short, "batch_size": small})
+    for arm, controls in ((sb_name, ("baseline", "small")), ("SB + LossCache(2)", ("small",))):
+        ratio = results[arm]["forward_equivalents"] / base["forward_equivalents"]
+        epochs = max(1, round(args.epochs * ratio))
+        if "baseline" in controls:
+            results[f"baseline {epochs} epochs"] = train(split, keep=None, **{**common, "epochs": epochs})
+        if "small" in controls and f"batch {small}, {epochs} epochs" not in results:
+            short = {**common, "epochs": epochs, "batch_size": small}
+            results[f"batch {small}, {epochs} epochs"] = train(split, keep=None, **short)
     sizes = f"{len(split.x_train)} train / {len(split.x_test)} test"
     print(f"\nMNIST-1D, {sizes}, {args.epochs} epochs, batch {args.batch_size}")
     print(f"{'arm':<22}{'test acc':>9}{'backprop':>10}{'fwd-equiv':>11}{'vs base':>9}{'seconds':>9}{'vs base':>9}")

@@ -15,6 +15,8 @@ def test_quickstart_small_runs_end_to_end(capsys):
     sb = results["SB top-k keep=0.33"]
     assert abs(sb["backprop_fraction"] - 0.33) < 0.02  # ceil(0.33 * 256) per batch, plus the short last batch
     assert sb["forward_equivalents"] < results["baseline"]["forward_equivalents"]
+    cached = results["SB + LossCache(2)"]  # one epoch: nothing is cached yet, so it scores what SB scores
+    assert cached["backprop_fraction"] == sb["backprop_fraction"]
     assert all(0.0 <= r["accuracy"] <= 1.0 for r in results.values())
 
 
