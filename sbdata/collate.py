@@ -8,14 +8,14 @@ from typing import Any
 import torch
 from torch.utils.data import default_collate
 
+from ._front import EngineFront
 from ._placement import check_not_in_worker
 from .engine import SelectionEngine
-from .stats import SBStats
 
 __all__ = ["SBCollator"]
 
 
-class SBCollator:
+class SBCollator(EngineFront):
     """Collate samples, then keep the hard subset: ``DataLoader(ds, batch_size=B, collate_fn=SBCollator(...))``.
 
     The scoring pass must see the live model, so the DataLoader must collate in the training process
@@ -62,14 +62,6 @@ class SBCollator:
             "training process",
         )
         return self.engine.process(self.collate_fn(samples))
-
-    @property
-    def stats(self) -> SBStats:
-        return self.engine.stats
-
-    def observe(self, batch: Any, losses: torch.Tensor) -> None:
-        """Give the training step's per-sample losses for a returned batch to the cache (see ``LossCache``)."""
-        self.engine.observe(batch, losses)
 
     def state_dict(self) -> dict[str, Any]:
         return {self.ENGINE_KEY: self.engine.state_dict()}

@@ -6,8 +6,8 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ._front import EngineFront
 from .engine import SelectionEngine
-from .stats import SBStats
 
 __all__ = ["SBLoader"]
 
@@ -31,7 +31,7 @@ def set_epoch_on(loader: Any, epoch: int) -> None:
             target.set_epoch(epoch)
 
 
-class SBLoader:
+class SBLoader(EngineFront):
     """Yield only the samples worth a backward pass, already on the model's device.
 
     Wraps a DataLoader, any iterable of batches, or a zero-argument factory returning a fresh iterator per epoch.
@@ -97,15 +97,6 @@ class SBLoader:
     def set_epoch(self, epoch: int) -> None:
         """Pass ``set_epoch`` on to the wrapped loader, or its sampler, batch sampler and dataset."""
         set_epoch_on(self.loader, epoch)
-
-    @property
-    def stats(self) -> SBStats:
-        """Running statistics; reading them moves two numbers from the device."""
-        return self.engine.stats
-
-    def observe(self, batch: Any, losses: Any) -> None:
-        """Give the training step's per-sample losses for a yielded batch to the cache (see ``LossCache``)."""
-        self.engine.observe(batch, losses)
 
     def state_dict(self) -> dict[str, Any]:
         inner = self.loader.state_dict() if self._stateful() else None  # type: ignore[union-attr]

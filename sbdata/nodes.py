@@ -18,14 +18,14 @@ try:
 except ImportError as error:
     raise ImportError('sbdata.nodes needs torchdata 0.11 (torchdata.nodes): pip install "sbdata[torchdata]"') from error
 
+from ._front import EngineFront
 from ._placement import check_not_in_worker, check_thread
 from .engine import SelectionEngine
-from .stats import SBStats
 
 __all__ = ["SBSelector"]
 
 
-class SBSelector(BaseNode):
+class SBSelector(EngineFront, BaseNode):
     """A ``BaseNode`` that takes batches from ``source`` and yields the samples worth a backward pass.
 
     Each ``reset()`` without a state starts an epoch of ``source``; ``reset(state)`` (what ``Loader`` does after
@@ -101,12 +101,3 @@ class SBSelector(BaseNode):
 
     def get_state(self) -> dict[str, Any]:
         return {self.SOURCE_KEY: self.source.state_dict(), self.ENGINE_KEY: self.engine.state_dict()}
-
-    @property
-    def stats(self) -> SBStats:
-        """Running statistics; reading them moves two numbers from the device."""
-        return self.engine.stats
-
-    def observe(self, batch: Any, losses: Any) -> None:
-        """Give the training step's per-sample losses for a yielded batch to the cache (see ``LossCache``)."""
-        self.engine.observe(batch, losses)

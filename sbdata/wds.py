@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ._front import EngineFront
 from ._placement import check_not_in_worker
 from .engine import SelectionEngine
-from .stats import SBStats
 
 __all__ = ["SBSelect", "sb_select"]
 
@@ -37,7 +37,7 @@ def _sb_select(data: Iterable[Any], engine: SelectionEngine, resume: bool = Fals
     yield from engine.iterate(iter(data))
 
 
-class SBSelect:
+class SBSelect(EngineFront):
     """The stage :func:`sb_select` returns: call it on an iterator of batches to get the selected batches.
 
     Each call is one epoch of its input on the engine's clock. It holds the engine, so the selection state can be
@@ -73,15 +73,6 @@ class SBSelect:
         """Batches of the saved epoch already consumed, to skip in a source that restarts from its beginning
         (0 unless a state was loaded and its epoch had not ended)."""
         return self.engine.epoch_step if self._continues() else 0
-
-    @property
-    def stats(self) -> SBStats:
-        """Running statistics; reading them moves two numbers from the device."""
-        return self.engine.stats
-
-    def observe(self, batch: Any, losses: Any) -> None:
-        """Give the training step's per-sample losses for a yielded batch to the cache (see ``LossCache``)."""
-        self.engine.observe(batch, losses)
 
     def state_dict(self) -> dict[str, Any]:
         return {self.ENGINE_KEY: self.engine.state_dict()}
