@@ -37,12 +37,12 @@ class SBLoader(EngineFront):
     Wraps a DataLoader, any iterable of batches, or a zero-argument factory returning a fresh iterator per epoch.
     Each pass over the SBLoader is one epoch of the wrapped loader. All selection options are those of
     :class:`~sbdata.SelectionEngine` (keep, policy, schedule, scale_factor, device, score_mode, autocast_dtype,
-    split, forward, reduce, generator, nan_policy, batch_size, drop_last, return_weights, id_key, sync,
+    split, forward, reduce, generator, nan_policy, batch_size, drop_last, return_weights, id_key, cache, sync,
     process_group). Under ``torch.distributed`` every rank yields the same number of batches per epoch; see
     ``docs/distributed.md``.
 
     State: :meth:`state_dict` may be taken between any two yielded batches. It holds the engine's state (step
-    counter, schedule position, generator, policy, pool) and, if the wrapped loader has ``state_dict`` (e.g.
+    counter, schedule position, generator, policy, pool, loss cache) and, if the wrapped loader has ``state_dict`` (e.g.
     ``torchdata.stateful_dataloader.StatefulDataLoader``), the loader's, so the resumed pass continues exactly.
     For a loader without state, the resumed pass re-iterates it and skips the batches already consumed this
     epoch, which reproduces the run only if the loader yields the same order again (no shuffling, or a seeded
