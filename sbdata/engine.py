@@ -225,6 +225,11 @@ class SelectionEngine:
                 "lockstep and could hang: build the loader after init_process_group()"
             )
 
+    def reopen(self) -> None:
+        """Let the next :meth:`next_output` ask its source again although the current epoch's source ran out
+        (for a front end whose restored source must see its own end once more)."""
+        self._exhausted = False
+
     def next_output(self, source: Iterator[Any]) -> Any:
         """The next batch to train on, pulling loader batches from ``source`` as needed.
 

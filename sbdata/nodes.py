@@ -81,7 +81,7 @@ class SBSelector(EngineFront, BaseNode):
                 # engine's word, as the uninterrupted pipeline's upstream nodes saw their own end: a restored
                 # SamplerWrapper only advances its epoch on the next reset() if it was asked for an item after
                 # the restore.
-                self.engine.load_state_dict({**engine_state, "exhausted": False})
+                self.engine.reopen()
 
     def next(self) -> Any:
         check_not_in_worker(
