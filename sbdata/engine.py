@@ -176,11 +176,6 @@ class SelectionEngine:
         return max(0, self._epochs_begun - 1)
 
     @property
-    def exhausted(self) -> bool:
-        """Whether the current epoch's source has run out (what is held may still be emitted)."""
-        return self._exhausted
-
-    @property
     def mid_epoch(self) -> bool:
         """Whether the current epoch can still yield: its source has not run out, or batches are still held.
 
