@@ -30,8 +30,6 @@ class SBCollator(EngineFront):
         **options: keyword options of :class:`~sbdata.SelectionEngine`, except ``batch_size``/``drop_last``.
     """
 
-    ENGINE_KEY = "engine"
-
     def __init__(
         self,
         model: torch.nn.Module,
@@ -62,9 +60,3 @@ class SBCollator(EngineFront):
             "training process",
         )
         return self.engine.process(self.collate_fn(samples))
-
-    def state_dict(self) -> dict[str, Any]:
-        return {self.ENGINE_KEY: self.engine.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.engine.load_state_dict(state[self.ENGINE_KEY])

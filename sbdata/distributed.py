@@ -8,7 +8,7 @@ rank does not also run, so collective forwards (FSDP) and backwards (DDP) cannot
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -16,6 +16,9 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from . import _batch
+
+if TYPE_CHECKING:
+    from .engine import SelectionEngine
 
 __all__ = ["SYNC_MODES", "Lockstep", "in_job", "joined_late", "make_lockstep", "scoring_module"]
 
@@ -132,16 +135,20 @@ class Lockstep:
         return flags.tolist()
 
     # ----------------------------------------------------------------- driving
-    def next_output(self, engine: Any, source: Iterator[Any]) -> Any:
-        """The engine's :meth:`~sbdata.SelectionEngine.next_output` in lockstep with the other ranks."""
+    def next_output(self, engine: SelectionEngine, source: Iterator[Any]) -> Any:
+        """The engine's :meth:`~sbdata.SelectionEngine.next_output` in lockstep with the other ranks.
+
+        Uses only the engine's driver protocol: ``push``, ``outputs_ready``, ``pop_output``, ``end_source`` and
+        ``discard_outputs_beyond``.
+        """
         while self.agreed == 0:
             if self.ended:
                 raise StopIteration
             self._round(engine, source)
         self.agreed -= 1
-        return engine._ready.popleft()
+        return engine.pop_output()
 
-    def _round(self, engine: Any, source: Iterator[Any]) -> None:
+    def _round(self, engine: SelectionEngine, source: Iterator[Any]) -> None:
         batch = next(source, _NO_BATCH)
         has = batch is not _NO_BATCH
         size = (_batch.batch_size(batch) or 0) if has else 0
@@ -160,16 +167,14 @@ class Lockstep:
             self.round_max = None
         same_count = engine.policy.fixed_count and engine.selector.nan_policy != "drop"
         static = same_count and (engine.pool is None or self.even)
-        self.agreed = len(engine._ready) if static else self.reduce_min([len(engine._ready)])[0]
+        ready = engine.outputs_ready
+        self.agreed = ready if static else self.reduce_min([ready])[0]
 
-    def _finish(self, engine: Any) -> None:
-        engine._exhausted = True
-        engine._flush()
-        (self.agreed,) = self.reduce_min([len(engine._ready)])
+    def _finish(self, engine: SelectionEngine) -> None:
+        engine.end_source()
+        (self.agreed,) = self.reduce_min([engine.outputs_ready])
         self.ended = True
-        while len(engine._ready) > self.agreed:  # outputs some other rank cannot match: never yielded
-            dropped = engine._unwrap(engine._ready.pop())
-            engine.tracker.samples_yielded -= _batch.batch_size(dropped) or 0
+        engine.discard_outputs_beyond(self.agreed)  # outputs some other rank cannot match: never yielded
 
     # ----------------------------------------------------------------- global selection
     def gather(self, scores: torch.Tensor) -> tuple[torch.Tensor, int]:

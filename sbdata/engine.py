@@ -7,7 +7,6 @@ Front ends (:class:`~sbdata.SBLoader`, :class:`~sbdata.SBCollator`, ``sbdata.nod
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,9 +14,10 @@ import torch
 from torch import nn
 
 from . import _batch
+from ._output import Output
+from ._state import decode, encode
 from .cache import LossCache
 from .distributed import in_job, joined_late, make_lockstep, scoring_module
-from .pool import Pool
 from .schedule import Schedule
 from .scoring import Scorer
 from .selector import Selector
@@ -152,14 +152,17 @@ class SelectionEngine:
         first = next(model.parameters(), None)
         self._anchored = first is not None and first.device == self.device  # guard only what was true at the start
         self._device_checked = False
-        self.pool = Pool(batch_size) if batch_size is not None else None
-        self._ready: deque[Any] = deque()
+        self.output = Output(batch_size, self.drop_last, self.return_weights, self.device)
+        self.pool = self.output.pool
         self._step = 0
         self._epoch_step = 0
         self._epochs_begun = 0
-        self._exhausted = False
+        self._pending: Any = None  # a loader batch taken from the source whose processing raised
+        self._pass_finished = False  # the current pass has told its consumer it ended (StopIteration)
+        self._restored = False  # a state was loaded and no pass has started since
+        self._pass = 0  # which pass iterators belong to: a new pass ends the older ones
 
-    # ----------------------------------------------------------------- driving
+    # ----------------------------------------------------------------- clock
     @property
     def step(self) -> int:
         """Loader batches consumed over all epochs (the schedule's clock)."""
@@ -176,13 +179,20 @@ class SelectionEngine:
         return max(0, self._epochs_begun - 1)
 
     @property
-    def mid_epoch(self) -> bool:
-        """Whether the current epoch can still yield: its source has not run out, or batches are still held.
+    def source_position(self) -> int:
+        """Loader batches taken from the current epoch's source: a source restarted from its beginning skips
+        these to continue the epoch (a batch whose processing raised is held, and counted here)."""
+        return self._epoch_step + (self._pending is not None)
 
-        After :meth:`load_state_dict`, front ends continue the saved epoch when this is true and start a new one
-        otherwise.
-        """
-        return not self._exhausted or bool(self._ready) or (self.pool is not None and len(self.pool) > 0)
+    @property
+    def source_ended(self) -> bool:
+        """Whether the current epoch's source has run out (anything still held is yielded without asking it)."""
+        return self.output.source_ended
+
+    @property
+    def mid_epoch(self) -> bool:
+        """Whether the current epoch can still yield: its source has not run out, or batches are still held."""
+        return self.output.can_yield
 
     @property
     def stats(self) -> SBStats:
@@ -191,9 +201,9 @@ class SelectionEngine:
     @property
     def pending(self) -> int:
         """Samples held between loader batches: in the pool and in emitted batches not yet handed on."""
-        held = sum(_batch.batch_size(self._unwrap(out)) or 0 for out in self._ready)
-        return held + (len(self.pool) if self.pool is not None else 0)
+        return self.output.held_samples
 
+    # ----------------------------------------------------------------- passes
     def _check_device(self) -> None:
         anchor = next(self.model.parameters(), None)
         if anchor is not None and self._anchored and anchor.device != self.device:
@@ -208,10 +218,9 @@ class SelectionEngine:
         self._device_checked = False
         self._epochs_begun += 1
         self._epoch_step = 0
-        self._exhausted = False
-        self._ready.clear()
-        if self.pool is not None:
-            self.pool.clear()
+        self._pending = None
+        self._pass_finished = False
+        self.output.clear()
         if self._lockstep is not None:
             self._lockstep.begin_epoch()
         elif not self._built_in_job and joined_late():
@@ -220,11 +229,35 @@ class SelectionEngine:
                 "lockstep and could hang: build the loader after init_process_group()"
             )
 
-    def reopen(self) -> None:
-        """Let the next :meth:`next_output` ask its source again although the current epoch's source ran out
-        (for a front end whose restored source must see its own end once more)."""
-        self._exhausted = False
+    @property
+    def continues_saved_epoch(self) -> bool:
+        """Whether the next :meth:`start_pass` continues a loaded state's epoch (it had not ended)."""
+        return self._restored and not self._pass_finished
 
+    def start_pass(self, source_restored: bool = False) -> bool:
+        """Begin a pass over the source; every front end calls this once per pass, after any ``load_state_dict``.
+
+        Without a loaded state, or after one whose pass had ended, this starts a new epoch. After a state whose
+        epoch had not ended, the pass continues it: held batches come first, and the front end continues its
+        source (restores it, or skips :attr:`source_position` batches of a source that starts over). A front end
+        whose source was restored together with the engine (``source_restored``) always continues the saved pass,
+        and the source is asked again, so that it can report its own end. A new pass ends every iterator of the
+        previous ones (see :meth:`iterate`).
+
+        Returns:
+            True when the pass continues the saved epoch, False when it starts a new one.
+        """
+        continues = self._restored and (source_restored or not self._pass_finished)
+        self._restored = False
+        self._pass += 1
+        if not continues:
+            self.begin_epoch()
+        elif source_restored:
+            self._pass_finished = False
+            self.output.source_ended = False
+        return continues
+
+    # ----------------------------------------------------------------- driving
     def next_output(self, source: Iterator[Any]) -> Any:
         """The next batch to train on, pulling loader batches from ``source`` as needed.
 
@@ -232,23 +265,42 @@ class SelectionEngine:
             StopIteration: when ``source`` is exhausted and everything held has been emitted; under
                 ``torch.distributed``, when that is so on any rank (see :class:`~sbdata.distributed.Lockstep`).
         """
-        if self._lockstep is not None:
-            return self._lockstep.next_output(self, source)
-        while not self._ready:
-            if self._exhausted:
-                raise StopIteration
-            try:
-                batch = next(source)
-            except StopIteration:
-                self._exhausted = True
-                self._flush()
-                continue
-            self.push(batch)
-        return self._ready.popleft()
+        try:
+            if self._lockstep is not None:
+                return self._lockstep.next_output(self, source)
+            while not len(self.output):
+                if self.output.source_ended:
+                    raise StopIteration
+                if self._pending is None:
+                    try:
+                        self._pending = next(source)
+                    except StopIteration:
+                        self.end_source()
+                        continue
+                self.push(self._pending)  # if this raises, the batch stays pending and uncounted
+                self._pending = None
+            return self.pop_output()
+        except StopIteration:
+            self._pass_finished = True
+            raise
 
     def iterate(self, source: Iterator[Any]) -> Iterator[Any]:
-        """Generator form of :meth:`next_output`, for front ends that are generators."""
+        """Generator form of :meth:`next_output` for the current pass (start it with :meth:`start_pass` first).
+
+        Raises:
+            RuntimeError: when the generator is advanced after a newer pass started: two live iterators over one
+                engine would share it and each lose the other's batches.
+        """
+        return self._iterate(source, self._pass)
+
+    def _iterate(self, source: Iterator[Any], owner: int) -> Iterator[Any]:
         while True:
+            if owner != self._pass:
+                raise RuntimeError(
+                    "this iterator was ended because a new pass over the same loader started (another iter() or "
+                    "for loop over it): finish or drop one iterator before starting the next, or build a second "
+                    "loader for a second concurrent stream"
+                )
             try:
                 out = self.next_output(source)
             except StopIteration:
@@ -263,14 +315,35 @@ class SelectionEngine:
         if self.pool is not None:
             raise ValueError("process() yields one batch per loader batch; it cannot serve the pooled batch_size= path")
         self.push(batch, emit_empty=True)
-        return self._ready.popleft()
+        return self.pop_output()
+
+    # ----------------------------------------------------------------- the driver protocol
+    @property
+    def outputs_ready(self) -> int:
+        """Outputs queued and not yet handed on."""
+        return len(self.output)
+
+    def pop_output(self) -> Any:
+        """Hand on the oldest queued output (counted in ``stats.samples_yielded`` now)."""
+        out, size = self.output.pop()
+        self.tracker.samples_yielded += size
+        return out
+
+    def end_source(self) -> None:
+        """The epoch's source ran out: queue the pool's short rest (unless ``drop_last``)."""
+        self.output.end_source()
+
+    def discard_outputs_beyond(self, count: int) -> None:
+        """Drop the newest queued outputs until ``count`` remain (outputs another rank cannot match)."""
+        self.output.discard_beyond(count)
 
     # ----------------------------------------------------------------- one batch
     def push(self, batch: Any, emit_empty: bool = False, active: bool | None = None) -> None:
         """Consume one loader batch; whatever it completes is queued for :meth:`next_output`.
 
         In the unpooled path a batch from which nothing was kept emits nothing, unless ``emit_empty``. ``active``
-        overrides the schedule's decision (the lockstep passes the one all ranks agreed on); None asks it.
+        overrides the schedule's decision (the lockstep passes the one all ranks agreed on); None asks it. The
+        batch is counted (clock and statistics) only once it has been processed: if scoring raises, it is not.
         """
         if not self._device_checked:  # once per epoch: the check walks the model's parameters
             self._check_device()
@@ -279,31 +352,36 @@ class SelectionEngine:
             raise ValueError(f"batch of type {type(batch).__name__} has no field with a batch dimension")
         if active is None:
             active = self.schedule.is_active(self._step, self._epoch_step)
+        if not active or n == 0:
+            batch = _batch.to_device(batch, self.device)
+            self.output.add_plain(batch, n)
+            self._count(n)
+            return
+        ids = self.selector.ids(batch)  # read before the move: host ids cost no sync
+        batch = _batch.to_device(batch, self.device)
+        saved = self.tracker.counters()
+        started = time.perf_counter()
+        try:
+            kept = self.selector(batch, n, ids, self._now(self._step + 1), self._step)
+        except BaseException:
+            self.tracker.restore_counters(saved)
+            raise
+        self.tracker.scoring_seconds += time.perf_counter() - started
+        self.output.add_kept(kept.subset, kept.count, kept.ratio, kept.expected, kept.candidates, emit_empty)
+        self._count(n)
+
+    def _count(self, n: int) -> None:
         self._step += 1
         self._epoch_step += 1
         self.tracker.steps += 1
         self.tracker.samples_seen += n
-        ids = self.selector.ids(batch) if active and n else None  # read before the move: host ids cost no sync
-        batch = _batch.to_device(batch, self.device)
-        if not active or n == 0:
-            self._emit(batch, n, None if n == 0 else torch.full((n,), 1.0 / n, device=self.device))
-            return
-        started = time.perf_counter()
-        subset, kept, ratio, candidates, expected = self.selector(batch, n, ids, self._now(), self._step - 1)
-        self.tracker.scoring_seconds += time.perf_counter() - started
-        if self.pool is None:
-            if kept or emit_empty:
-                weights = None if ratio is None else ratio / (expected * candidates)
-                self._emit(subset, kept, weights)
-            return
-        self.pool.add((subset, ratio), kept)
-        while (full := self.pool.pop_full()) is not None:
-            self._emit(full[0], self.batch_size, None if full[1] is None else full[1] / self.batch_size)
 
-    def _now(self) -> int:
+    def _now(self, step: int | None = None) -> int:
         """The cache's clock: the epoch, or the loader batch for ``LossCache(unit="step")``."""
         cache = self.selector.cache
-        return self.epoch if cache is not None and cache.unit == "epoch" else self._step
+        if cache is not None and cache.unit == "epoch":
+            return self.epoch
+        return self._step if step is None else step
 
     def observe(self, batch: Any, losses: torch.Tensor) -> None:
         """Record per-sample losses the training step computed for a yielded ``batch`` into the cache.
@@ -313,51 +391,70 @@ class SelectionEngine:
         """
         self.selector.observe(batch, losses, self._now())
 
-    def _emit(self, batch: Any, size: int, weights: torch.Tensor | None) -> None:
-        self.tracker.samples_yielded += size
-        self._ready.append((batch, weights) if self.return_weights else batch)
-
-    def _unwrap(self, out: Any) -> Any:
-        return out[0] if self.return_weights else out
-
-    def _flush(self) -> None:
-        if self.pool is None:
-            return
-        rest = self.pool.pop_rest()
-        if rest is None:
-            return
-        if self.drop_last:
-            return
-        subset, ratio = rest
-        self._emit(subset, _batch.batch_size(subset) or 0, None if ratio is None else ratio / self.batch_size)
-
     # ----------------------------------------------------------------- state
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue exactly: clock, generator, policy, pool, queued outputs and stats."""
+    def options(self) -> dict[str, Any]:
+        """The options a state depends on; :meth:`load_state_dict` refuses a state saved with others."""
+        policy = self.policy
+        base = getattr(policy, "base", None)
+        name = type(policy).__name__ + (f"({type(base).__name__})" if base is not None else "")
+        history = getattr(base if base is not None else policy, "history", None)
+        cache = self.selector.cache
+        layout = (
+            None
+            if cache is None
+            else (f"dense size={cache.size}" if cache.dense else f"keyed capacity={cache.capacity}")
+        )
         return {
+            "policy": name,
+            "history": history if isinstance(history, int) else None,
+            "cache": layout,
+            "batch_size": self.batch_size,
+            "return_weights": self.return_weights,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: clock, generator, policy, pool, queued outputs and stats.
+
+        Loads with ``torch.load(..., weights_only=True)``: held batches are encoded (numpy fields included).
+        """
+        return {
+            "options": self.options(),
             "step": self._step,
             "epoch_step": self._epoch_step,
             "epochs_begun": self._epochs_begun,
-            "exhausted": self._exhausted,
+            "pass_finished": self._pass_finished,
+            "pending": None if self._pending is None else encode(self._pending, "pending loader batch"),
             **self.selector.state_dict(),
-            "pool": None if self.pool is None else self.pool.state_dict(),
-            "ready": list(self._ready),
+            "output": self.output.state_dict(),
             "stats": self.tracker.state_dict(),
             "lockstep": None if self._lockstep is None else self._lockstep.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if (state["pool"] is None) != (self.pool is None):
-            raise ValueError("state was saved with a different batch_size setting (pooled vs unpooled)")
+        """Restore a state; the next :meth:`start_pass` continues its epoch if that had not ended.
+
+        Raises:
+            ValueError: if the state was saved with other options (policy, history size, cache layout,
+                ``batch_size``, ``return_weights``), naming the one that differs.
+        """
+        saved = state.get("options")
+        if saved is None:
+            raise ValueError("this is not a SelectionEngine state (it has no 'options'): pass the state_dict() of one")
+        for name, value in self.options().items():
+            if saved.get(name) != value:
+                raise ValueError(
+                    f"the state was saved with {name}={saved.get(name)!r} but this loader has {name}={value!r}: "
+                    f"build it with the same {name} to resume"
+                )
         self._step = int(state["step"])
         self._epoch_step = int(state["epoch_step"])
         self._epochs_begun = int(state["epochs_begun"])
-        self._exhausted = bool(state["exhausted"])
+        self._pass_finished = bool(state["pass_finished"])
+        self._pending = None if state["pending"] is None else decode(state["pending"])
         self._device_checked = False
         self.selector.load_state_dict(state)
-        if self.pool is not None:
-            self.pool.load_state_dict(state["pool"])
-        self._ready = deque(state["ready"])
+        self.output.load_state_dict(state["output"])
         self.tracker.load_state_dict(state["stats"])
         if self._lockstep is not None and state.get("lockstep") is not None:
             self._lockstep.load_state_dict(state["lockstep"])
+        self._restored = True

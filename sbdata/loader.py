@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ._front import EngineFront
+from ._order import SamplerOrder
 from .engine import SelectionEngine
 
 __all__ = ["SBLoader"]
@@ -41,12 +43,17 @@ class SBLoader(EngineFront):
     process_group). Under ``torch.distributed`` every rank yields the same number of batches per epoch; see
     ``docs/distributed.md``.
 
-    State: :meth:`state_dict` may be taken between any two yielded batches. It holds the engine's state (step
-    counter, schedule position, generator, policy, pool, loss cache) and, if the wrapped loader has ``state_dict`` (e.g.
-    ``torchdata.stateful_dataloader.StatefulDataLoader``), the loader's, so the resumed pass continues exactly.
-    For a loader without state, the resumed pass re-iterates it and skips the batches already consumed this
-    epoch, which reproduces the run only if the loader yields the same order again (no shuffling, or a seeded
-    sampler generator).
+    State: :meth:`state_dict` may be taken between any two yielded batches, and loads with
+    ``torch.load(..., weights_only=True)``. It holds the engine's state (step counter, schedule position, generator,
+    policy, pool, loss cache) and, if the wrapped loader has a working ``state_dict`` (e.g.
+    ``torchdata.stateful_dataloader.StatefulDataLoader``), the loader's, so the resumed pass continues exactly. For a
+    loader without state, the resumed pass re-iterates it and skips the batches already consumed this epoch; the
+    states of its sampler's generators (``DataLoader(..., generator=g)`` or ``sampler.generator``) at the start of
+    the epoch are saved and restored first, so a seeded shuffle resumes exactly in any epoch. A checkpoint of a
+    loader whose order cannot be replayed (e.g. ``shuffle=True`` without ``generator=``) warns once, naming the fix.
+
+    Iteration: each ``iter()`` starts a pass (the next epoch, or the rest of a loaded state's epoch) and ends the
+    previous pass's iterator, which raises ``RuntimeError`` if it is used again: one SBLoader is one stream.
 
     Args:
         loader: the batches to select from.
@@ -55,8 +62,8 @@ class SBLoader(EngineFront):
         **options: keyword options of :class:`~sbdata.SelectionEngine`.
     """
 
-    ENGINE_KEY = "engine"
     LOADER_KEY = "loader"
+    ORDER_KEY = "order"
 
     def __init__(
         self, loader: Iterable[Any] | Callable[[], Iterable[Any]], model: Any, loss_fn: Any, **options: Any
@@ -67,46 +74,73 @@ class SBLoader(EngineFront):
             )
         self.loader = loader
         self.engine = SelectionEngine(model, loss_fn, **options)
-        self._resuming = False
-
-    def _stateful(self) -> bool:
-        return callable(getattr(self.loader, "state_dict", None)) and callable(
-            getattr(self.loader, "load_state_dict", None)
+        self._order = SamplerOrder(loader)
+        self._stateless = not (
+            callable(getattr(loader, "state_dict", None)) and callable(getattr(loader, "load_state_dict", None))
         )
+        self._loader_restored = False
 
     def __iter__(self) -> Iterator[Any]:
-        skip = 0
-        if self._resuming and self.engine.mid_epoch:
-            skip = 0 if self._stateful() else self.engine.epoch_step
-        else:
-            self.engine.begin_epoch()
-        self._resuming = False
+        continues = self.engine.start_pass()
+        self._order.before_iter(continues, self.engine.source_ended)
+        restored, self._loader_restored = self._loader_restored, False
+        if continues and self.engine.source_ended:
+            return self.engine.iterate(iter(()))  # the saved epoch only has held batches left
         batches = self.loader if isinstance(self.loader, Iterable) else self.loader()
         source = iter(batches)
-        if skip:
-            source = itertools.islice(source, skip, None)
+        if continues and not restored and self.engine.source_position:
+            source = itertools.islice(source, self.engine.source_position, None)
         return self.engine.iterate(source)
 
     def __len__(self) -> int:
         """Batches yielded per epoch: the wrapped loader's length, when it has one and one batch is yielded per
-        loader batch (no ``batch_size`` pool, a fixed-count policy)."""
+        loader batch (no ``batch_size`` pool, a fixed-count policy, no ``nan_policy="drop"``)."""
         if self.engine.pool is not None or not self.engine.policy.fixed_count:
             raise TypeError("the number of batches is data-dependent with batch_size= or a variable-count policy")
+        if self.engine.selector.nan_policy == "drop":
+            raise TypeError(
+                "the number of batches is data-dependent with nan_policy='drop' (a batch with no finite loss "
+                "yields nothing): count the batches as you go, or use nan_policy='keep'"
+            )
         return len(self.loader)  # type: ignore[arg-type]
 
     def set_epoch(self, epoch: int) -> None:
         """Pass ``set_epoch`` on to the wrapped loader, or its sampler, batch sampler and dataset."""
         set_epoch_on(self.loader, epoch)
 
-    def state_dict(self) -> dict[str, Any]:
-        inner = self.loader.state_dict() if self._stateful() else None  # type: ignore[union-attr]
-        return {self.ENGINE_KEY: self.engine.state_dict(), self.LOADER_KEY: inner}
+    def _loader_state(self) -> Any:
+        """The wrapped loader's state, or None when it has none; one that raises or returns something other than a
+        dict (e.g. an Accelerate-prepared DataLoader without ``use_stateful_dataloader=True``) counts as stateless,
+        after one warning."""
+        if self._stateless:
+            return None
+        try:
+            inner = self.loader.state_dict()  # type: ignore[union-attr]
+        except Exception as error:  # any failure means: no usable state
+            problem = f"raised {type(error).__name__}: {error}"
+        else:
+            if isinstance(inner, dict):
+                return inner
+            problem = f"returned a {type(inner).__name__}, not a dict"
+        self._stateless = True
+        warnings.warn(
+            f"the wrapped loader's state_dict() {problem}; SBLoader treats it as a loader without state (a resume "
+            "re-iterates it and skips the consumed batches). For exact resume from its own state, make its "
+            "state_dict() work (e.g. accelerate's use_stateful_dataloader=True)",
+            stacklevel=3,
+        )
+        return None
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a state; the next pass over the SBLoader continues the saved epoch."""
-        self.engine.load_state_dict(state[self.ENGINE_KEY])
-        if state[self.LOADER_KEY] is not None:
-            if not self._stateful():
+    def _source_state(self) -> dict[str, Any]:
+        inner = self._loader_state()
+        order = self._order.state(self.engine.source_ended, stateful=inner is not None)
+        return {self.LOADER_KEY: inner, self.ORDER_KEY: order}
+
+    def _load_source_state(self, state: dict[str, Any]) -> None:
+        inner = state.get(self.LOADER_KEY)
+        if inner is not None:
+            if not callable(getattr(self.loader, "load_state_dict", None)):
                 raise ValueError("the state holds the wrapped loader's state, but this loader has no load_state_dict")
-            self.loader.load_state_dict(state[self.LOADER_KEY])  # type: ignore[union-attr]
-        self._resuming = True
+            self.loader.load_state_dict(inner)  # type: ignore[union-attr]
+        self._loader_restored = inner is not None
+        self._order.load(state.get(self.ORDER_KEY))

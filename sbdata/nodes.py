@@ -25,13 +25,17 @@ from .engine import SelectionEngine
 __all__ = ["SBSelector"]
 
 
-class SBSelector(EngineFront, BaseNode):
+class SBSelector(BaseNode, EngineFront):
     """A ``BaseNode`` that takes batches from ``source`` and yields the samples worth a backward pass.
 
     Each ``reset()`` without a state starts an epoch of ``source``; ``reset(state)`` (what ``Loader`` does after
     ``load_state_dict``) restores the source and the engine (step counter, schedule position, generator, policy
     state, pooled and queued samples) from one ``get_state()``, so a resumed pipeline yields exactly the batches
     the uninterrupted one would have.
+
+    Iteration: a node is an iterator with one position. ``iter(loader)`` again returns the same ``Loader``
+    iterator, restarted at a new epoch (the old pass ends; nothing is shared). Two ``Loader`` objects over one
+    node would interleave one stream: build one node per ``Loader``.
 
     Placement: the scoring pass must see the live model between optimizer steps. The node raises if it is
     iterated in a DataLoader worker process, or from a thread other than the one that built it (taken to be the
@@ -49,7 +53,6 @@ class SBSelector(EngineFront, BaseNode):
     """
 
     SOURCE_KEY = "source"
-    ENGINE_KEY = "engine"
 
     def __init__(
         self, source: BaseNode, model: Any, loss_fn: Any, *, allow_other_threads: bool = False, **options: Any
@@ -69,19 +72,13 @@ class SBSelector(EngineFront, BaseNode):
 
     def reset(self, initial_state: dict[str, Any] | None = None) -> None:
         super().reset(initial_state)
-        if initial_state is None:
-            self.source.reset(None)
-            self.engine.begin_epoch()
-        else:
-            self.source.reset(initial_state[self.SOURCE_KEY])
-            engine_state = initial_state[self.ENGINE_KEY]
-            self.engine.load_state_dict(engine_state)
-            if not self.engine.mid_epoch:
-                # The saved epoch had ended with nothing held. Ask the source again rather than stopping on the
-                # engine's word, as the uninterrupted pipeline's upstream nodes saw their own end: a restored
-                # SamplerWrapper only advances its epoch on the next reset() if it was asked for an item after
-                # the restore.
-                self.engine.reopen()
+        self.source.reset(None if initial_state is None else initial_state[self.SOURCE_KEY])
+        if initial_state is not None:
+            self.engine.load_state_dict(initial_state[self.ENGINE_KEY])
+        # The restored source continues its saved position, so the pass does too, even at an ended epoch: the
+        # source is asked again and reports its own end (a restored SamplerWrapper only advances its epoch on the
+        # next reset() if it was asked for an item after the restore).
+        self.engine.start_pass(source_restored=initial_state is not None)
 
     def next(self) -> Any:
         check_not_in_worker(
@@ -100,4 +97,13 @@ class SBSelector(EngineFront, BaseNode):
         return self.engine.next_output(self.source)
 
     def get_state(self) -> dict[str, Any]:
-        return {self.SOURCE_KEY: self.source.state_dict(), self.ENGINE_KEY: self.engine.state_dict()}
+        return EngineFront.state_dict(self)
+
+    def _source_state(self) -> dict[str, Any]:
+        return {self.SOURCE_KEY: self.source.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        raise TypeError(
+            "a node's state is loaded by its Loader: Loader(node).load_state_dict(state), then iterate the Loader "
+            "(or call node.reset(state))"
+        )

@@ -85,9 +85,18 @@ class StatsTracker:
         if self._loss_sums is None:
             self._loss_sums = sums.to(torch.float64)
         else:
-            self._loss_sums.add_(sums.to(self._loss_sums.device))
+            self._loss_sums = self._loss_sums + sums.to(self._loss_sums.device)  # not in place: see counters()
         self.samples_kept += index.shape[0]
         self._candidates += losses.shape[0]
+
+    def counters(self) -> tuple[Any, ...]:
+        """Everything a batch adds, to put back with :meth:`restore_counters` if processing it fails."""
+        return (*(getattr(self, name) for name in self._COUNTERS), self._candidates, self._loss_sums)
+
+    def restore_counters(self, saved: tuple[Any, ...]) -> None:
+        for name, value in zip(self._COUNTERS, saved, strict=False):
+            setattr(self, name, value)
+        self._candidates, self._loss_sums = saved[-2], saved[-1]
 
     def snapshot(self) -> SBStats:
         kept_sum, all_sum = (0.0, 0.0) if self._loss_sums is None else self._loss_sums.tolist()

@@ -29,11 +29,9 @@ _FIX = (
 )
 
 
-def _sb_select(data: Iterable[Any], engine: SelectionEngine, resume: bool = False) -> Iterator[Any]:
-    """Yield the selected batches of one pass over ``data``; ``resume`` continues the engine's saved epoch."""
+def _sb_select(data: Iterable[Any], engine: SelectionEngine) -> Iterator[Any]:
+    """Yield the selected batches of the pass the caller started over ``data``."""
     check_not_in_worker("sbdata.wds.sb_select", _FIX)
-    if not resume:
-        engine.begin_epoch()
     yield from engine.iterate(iter(data))
 
 
@@ -44,7 +42,8 @@ class SBSelect(EngineFront):
     checkpointed with :meth:`state_dict` next to the model's. After :meth:`load_state_dict`, the next call
     continues the saved epoch (queued and pooled samples first, then the new input); restoring the input's
     position is the input's job: a source that restarts from its beginning should skip :attr:`resume_skip`
-    batches.
+    batches. Each call starts a pass and ends the previous call's iterator, which raises ``RuntimeError`` if it is
+    used again: one stage is one stream.
 
     Args:
         model: the live model being trained.
@@ -52,35 +51,20 @@ class SBSelect(EngineFront):
         **options: keyword options of :class:`~sbdata.SelectionEngine`.
     """
 
-    ENGINE_KEY = "engine"
-
     def __init__(self, model: Any, loss_fn: Any, **options: Any) -> None:
         self.engine = SelectionEngine(model, loss_fn, **options)
-        self._resuming = False
-
-    def _continues(self) -> bool:
-        return self._resuming and self.engine.mid_epoch
 
     def __call__(self, data: Iterable[Any]) -> Iterator[Any]:
         if not isinstance(data, Iterable):
             raise TypeError(f"sb_select stages take an iterable of batches, got {type(data).__name__}")
-        resume = self._continues()
-        self._resuming = False
-        return _sb_select(data, self.engine, resume)
+        self.engine.start_pass()
+        return _sb_select(data, self.engine)
 
     @property
     def resume_skip(self) -> int:
         """Batches of the saved epoch already consumed, to skip in a source that restarts from its beginning
         (0 unless a state was loaded and its epoch had not ended)."""
-        return self.engine.epoch_step if self._continues() else 0
-
-    def state_dict(self) -> dict[str, Any]:
-        return {self.ENGINE_KEY: self.engine.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a state; the next call continues the saved epoch."""
-        self.engine.load_state_dict(state[self.ENGINE_KEY])
-        self._resuming = True
+        return self.engine.source_position if self.engine.continues_saved_epoch else 0
 
 
 def sb_select(model: Any, loss_fn: Any, **options: Any) -> SBSelect:
