@@ -109,7 +109,7 @@ def main() -> None:
 
     # What a fresh process would do: rebuild everything, load the checkpoint, finish the run.
     resumed_model, resumed_optimizer, resumed_loader = build(train_set, args)
-    state = torch.load(io.BytesIO(checkpoint), weights_only=False)
+    state = torch.load(io.BytesIO(checkpoint), weights_only=True)
     resumed_model.load_state_dict(state["model"])
     resumed_optimizer.load_state_dict(state["optimizer"])
     resumed_loader.load_state_dict(state["loader"])  # the next pass continues the saved epoch

@@ -80,11 +80,83 @@ def assert_batches_equal(a: Any, b: Any, path: str = "batch") -> None:
 
 
 def roundtrip(state: Any) -> Any:
-    """Serialise a state with torch.save and read it back, as a checkpoint would."""
+    """Serialise a state with torch.save and read it back with ``weights_only=True`` (torch's default), as a
+    checkpoint would: a state that needs full unpickling fails here."""
     buffer = io.BytesIO()
     torch.save(state, buffer)
     buffer.seek(0)
-    return torch.load(buffer, weights_only=False)
+    return torch.load(buffer, weights_only=True)
+
+
+def check_epoch_resume(
+    make: Callable[[], Any], *, epochs: int = 3, empty_rest_restarts: bool = False
+) -> list[list[Any]]:
+    """Exact resume in a fresh process, in every epoch: the matrix of issue 10.
+
+    ``make()`` builds a fresh, identically seeded pipeline (model, loader, engine) each call; iterating it once is
+    one epoch. For each epoch ``e`` and each save point (mid-epoch, after the epoch's last batch but before the
+    pass ended, and at the end of the pass), the state is taken there, serialised with ``torch.save`` and read back
+    with ``weights_only=True``, loaded into a freshly built pipeline, and every later batch (the rest of epoch
+    ``e``, then the passes of the epochs after it) must equal the uninterrupted run's bit for bit. Returns the
+    uninterrupted run, per epoch.
+
+    A state taken after an epoch's last batch resumes into an empty pass (the rest of that epoch), unless
+    ``empty_rest_restarts``: torchdata's ``Loader`` starts the next epoch at once when a restored iterator has
+    nothing left.
+    """
+    reference = [[copy.deepcopy(batch) for batch in obj] for obj in [make()] for _ in range(epochs)]
+    assert all(reference), f"an epoch yielded nothing: {[len(r) for r in reference]}"
+    for epoch in range(epochs):
+        size = len(reference[epoch])
+        for label, stop in (("mid", max(1, size // 2)), ("last", size), ("end", None)):
+            obj = make()
+            for _ in range(epoch):
+                for _batch in obj:
+                    pass
+            iterator, taken = iter(obj), 0
+            while stop is None or taken < stop:
+                try:
+                    next(iterator)
+                except StopIteration:
+                    break
+                taken += 1
+            state = roundtrip(obj.state_dict())
+            resumed = make()
+            resumed.load_state_dict(state)
+            where = f"resume in epoch {epoch} ({label}, after {taken} batches)"
+            if stop is not None and not (empty_rest_restarts and taken == size):  # a pass finishes the saved epoch
+                _assert_runs_equal([copy.deepcopy(b) for b in resumed], reference[epoch][taken:], where)
+            for later in range(epoch + 1, epochs):
+                _assert_runs_equal([copy.deepcopy(b) for b in resumed], reference[later], f"{where}: epoch {later}")
+    return reference
+
+
+class StageStream:
+    """A resumable stream through an ``sb_select`` stage, as a user would write one.
+
+    Epoch ``e`` reads ``batches_for(e)`` (a list, e.g. reshuffled per epoch). The stage restores the selection;
+    this wrapper keeps its epoch index and, when the stage continues a saved epoch, skips ``resume_skip`` batches.
+    """
+
+    def __init__(self, batches_for: Callable[[int], list[Any]], stage: Any) -> None:
+        self.batches_for, self.stage = batches_for, stage
+        self.epoch, self.started = 0, False
+
+    def __iter__(self) -> Any:
+        if self.stage.engine.continues_saved_epoch:
+            data = self.batches_for(self.epoch)[self.stage.resume_skip :]
+        else:
+            self.epoch += self.started
+            self.started = True
+            data = self.batches_for(self.epoch)
+        return self.stage(iter(data))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"stage": self.stage.state_dict(), "epoch": self.epoch, "started": self.started}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.stage.load_state_dict(state["stage"])
+        self.epoch, self.started = state["epoch"], state["started"]
 
 
 def check_resume(

@@ -3,14 +3,26 @@
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+import torch
 import webdataset as wds
 from torchdata.nodes import IterableWrapper, Loader
 
 from sbdata import LossHistory, SBLoader, Schedule
 from sbdata.nodes import SBSelector
 from sbdata.wds import sb_select
-from tests.helpers import OracleModel, assert_batches_equal, ce, decode_npy_cls, write_oracle_shards
+from tests.helpers import (
+    OracleModel,
+    StageStream,
+    assert_batches_equal,
+    ce,
+    check_epoch_resume,
+    decode_npy_cls,
+    ids_of,
+    oracle_batch,
+    write_oracle_shards,
+)
 
 LOSSES = [0.3, 2.5, 0.1, 1.7, 0.9, 3.2, 0.4, 2.2, 1.1, 0.6, 2.9, 0.2, 1.4, 0.8, 2.0, 0.5, 1.9, 0.7, 2.7, 1.2, 0.05]
 EPOCHS = 2
@@ -79,3 +91,64 @@ def test_missing_torchdata_names_the_extra_to_install():
     assert 'ImportError: sbdata.nodes needs torchdata 0.11 (torchdata.nodes): pip install "sbdata[torchdata]"' in (
         result.stderr
     )
+
+
+# ----------------------------------------------------------------- exact resume in every epoch, fresh process
+
+MATRIX_LOSSES = [0.3, 2.5, 0.1, 1.7, 0.9, 3.2, 0.4, 2.2, 1.1, 0.6, 2.9, 0.2, 1.4, 0.8, 2.0, 0.5, 1.9, 0.7]
+POOLING = [None, 3]
+
+
+def matrix_options(batch_size):
+    return {"keep": 0.5, "policy": "rank", "generator": 4, "batch_size": batch_size}
+
+
+@pytest.mark.parametrize("batch_size", POOLING)
+def test_sbloader_over_a_seeded_shuffling_dataloader_resumes_exactly_in_every_epoch(batch_size):
+    from torch.utils.data import DataLoader, TensorDataset
+
+    dataset = TensorDataset(*oracle_batch(range(14)))
+
+    def make():
+        loader = DataLoader(dataset, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(0))
+        return SBLoader(loader, OracleModel(MATRIX_LOSSES), ce, **matrix_options(batch_size))
+
+    reference = check_epoch_resume(make)
+    assert [ids_of(b) for b in reference[0]] != [ids_of(b) for b in reference[1]]  # each epoch reshuffles
+
+
+@pytest.mark.parametrize("batch_size", POOLING)
+def test_node_resumes_exactly_in_every_epoch(batch_size):
+    from torch.utils.data import DistributedSampler, default_collate
+    from torchdata.nodes import Batcher, Mapper, SamplerWrapper
+
+    dataset = list(zip(*oracle_batch(range(14)), strict=True))
+
+    def make():
+        sampler = DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=3)
+        node = Mapper(Batcher(Mapper(SamplerWrapper(sampler), dataset.__getitem__), batch_size=4), default_collate)
+        return Loader(SBSelector(node, OracleModel(MATRIX_LOSSES), ce, **matrix_options(batch_size)))
+
+    check_epoch_resume(make, empty_rest_restarts=True)
+
+
+@pytest.mark.parametrize("batch_size", POOLING)
+def test_stage_over_numpy_batches_resumes_exactly_in_every_epoch(batch_size):
+    def batches_for(epoch):
+        ids = torch.randperm(14, generator=torch.Generator().manual_seed(epoch)).tolist()
+        return [
+            {
+                "npy": np.array(ids[i : i + 4], dtype=np.float32)[:, None],
+                "cls": np.zeros(len(ids[i : i + 4]), dtype=np.int64),
+                "__key__": [f"s{j:04d}" for j in ids[i : i + 4]],
+            }
+            for i in range(0, 14, 4)
+        ]
+
+    def make():
+        split = {"split": lambda b: (b["npy"], b["cls"])}
+        stage = sb_select(OracleModel(MATRIX_LOSSES), ce, **matrix_options(batch_size), **split)
+        return StageStream(batches_for, stage)
+
+    reference = check_epoch_resume(make)
+    assert isinstance(reference[0][0]["npy"], np.ndarray)  # numpy stays numpy through the checkpoint
