@@ -46,6 +46,8 @@ def encode(obj: Any, path: str = "batch") -> Any:
     Raises:
         TypeError: for a leaf type that cannot be stored that way, naming where it is and the fix.
     """
+    if isinstance(obj, np.generic):  # before the plain types: np.float64 is a float
+        return {TAG: "numpy", "dtype": obj.dtype.str, "shape": None, "data": obj.item()}
     if isinstance(obj, (torch.Tensor, *_PLAIN)):
         return obj
     if isinstance(obj, np.ndarray):
@@ -57,9 +59,7 @@ def encode(obj: Any, path: str = "batch") -> Any:
         if obj.dtype.kind in "US":  # strings: stored as Python strings or bytes
             return {TAG: "numpy", "dtype": obj.dtype.str, "shape": list(obj.shape), "data": obj.ravel().tolist()}
         native = obj.view(np.int64) if obj.dtype.kind in "Mm" else obj.astype(obj.dtype.newbyteorder("="), copy=False)
-        return {TAG: "numpy", "dtype": obj.dtype.str, "data": torch.from_numpy(np.ascontiguousarray(native).copy())}
-    if isinstance(obj, np.generic):
-        return {TAG: "numpy", "dtype": obj.dtype.str, "shape": None, "data": obj.item()}
+        return {TAG: "numpy", "dtype": obj.dtype.str, "data": torch.from_numpy(native.copy(order="C"))}
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
         items = [encode(v, f"{path}.{name}") for name, v in zip(obj._fields, obj, strict=True)]
         return {TAG: "namedtuple", "type": _type_name(type(obj)), "items": items}

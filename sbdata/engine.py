@@ -297,9 +297,9 @@ class SelectionEngine:
         while True:
             if owner != self._pass:
                 raise RuntimeError(
-                    "this iterator was ended because a new pass over the same loader started (another iter() or "
-                    "for loop over it): finish or drop one iterator before starting the next, or build a second "
-                    "loader for a second concurrent stream"
+                    "this iterator was ended because a new pass over the same selection engine started (another "
+                    "iter() or for loop over the SBLoader, or another call of the stage): finish or drop one "
+                    "iterator before starting the next, or build a second loader for a second concurrent stream"
                 )
             try:
                 out = self.next_output(source)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -75,6 +76,9 @@ def assert_batches_equal(a: Any, b: Any, path: str = "batch") -> None:
         assert len(a) == len(b), f"{path}: length {len(a)} != {len(b)}"
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             assert_batches_equal(x, y, f"{path}[{i}]")
+    elif dataclasses.is_dataclass(a):
+        for field in dataclasses.fields(a):
+            assert_batches_equal(getattr(a, field.name), getattr(b, field.name), f"{path}.{field.name}")
     else:
         assert a == b, f"{path}: {a!r} != {b!r}"
 

@@ -4,8 +4,17 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from sbdata import LossHistory, SBLoader, Schedule
-from tests.helpers import OracleModel, ce, check_resume, expected_topk, ids_of, oracle_batch
+from sbdata import LossCache, LossHistory, SBLoader, Schedule
+from tests.helpers import (
+    OracleModel,
+    ce,
+    check_epoch_resume,
+    check_resume,
+    expected_topk,
+    ids_of,
+    oracle_batch,
+    roundtrip,
+)
 
 LOSSES = [0.3, 2.5, 0.1, 1.7, 0.9, 3.2, 0.4, 2.2, 1.1, 0.6, 2.9, 0.2, 1.4, 0.8, 2.0, 0.5]
 Sample = namedtuple("Sample", ["image", "label", "key"])
@@ -211,3 +220,181 @@ def test_loader_state_into_plain_loader_is_refused():
     state = SBLoader(loader, OracleModel(LOSSES), ce).state_dict()
     with pytest.raises(ValueError, match="no load_state_dict"):
         SBLoader([oracle_batch(range(4))], OracleModel(LOSSES), ce).load_state_dict(state)
+
+
+# ----------------------------------------------------------------- iterator ownership, resume edge cases
+
+
+def test_a_new_iterator_ends_the_old_one_which_then_raises():
+    batches = [oracle_batch(range(i, i + 2)) for i in range(0, 16, 2)]  # 8 loader batches
+    sb = SBLoader(batches, OracleModel(LOSSES), ce, keep=0.5)
+    a = iter(sb)
+    [next(a) for _ in range(3)]
+    b = iter(sb)
+    assert len(list(b)) == 8  # the new pass is a whole epoch: nothing went to the old iterator
+    with pytest.raises(RuntimeError, match="new pass over the same selection engine"):
+        next(a)
+
+
+def test_len_is_refused_with_nan_drop():
+    with pytest.raises(TypeError, match="nan_policy='drop'"):
+        len(SBLoader([oracle_batch(range(4))], OracleModel(LOSSES), ce, nan_policy="drop"))
+
+
+def test_pooled_loader_skips_an_empty_loader_batch():
+    empty = (torch.zeros(0, 1), torch.zeros(0, dtype=torch.long))
+    batches = [oracle_batch(range(4)), empty, oracle_batch(range(4, 8))]
+    outs = list(SBLoader(batches, OracleModel(LOSSES), ce, keep=0.5, batch_size=2))
+    assert [len(ids_of(o)) for o in outs] == [2, 2]
+
+
+class FailOnce(OracleModel):
+    """Raises in the forward of its ``fail_at``-th call (the scoring of one loader batch), once."""
+
+    def __init__(self, table, fail_at: int) -> None:
+        super().__init__(table)
+        self.fail_at = fail_at
+
+    def forward(self, x):
+        if len(self.calls) == self.fail_at:
+            self.fail_at = -1
+            self.calls.append(-1)
+            raise RuntimeError("forward failed")
+        return super().forward(x)
+
+
+@pytest.mark.parametrize("stateful", [False, True])
+def test_a_batch_whose_scoring_raises_is_not_counted_and_a_resume_retrains_it(stateful):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def make(model):
+        data = TensorDataset(*oracle_batch(range(16)))
+        loader = StatefulDataLoader(data, batch_size=4) if stateful else DataLoader(data, batch_size=4)
+        return SBLoader(loader, model, ce, keep=0.5, policy="rank", generator=3)
+
+    reference = [ids_of(b) for b in make(OracleModel(LOSSES))]
+    sb = make(FailOnce(LOSSES, fail_at=2))
+    got = []
+    with pytest.raises(RuntimeError, match="forward failed"):
+        for batch in sb:
+            got.append(ids_of(batch))
+    assert sb.stats.steps == 2 and sb.stats.sb_steps == 2 and sb.stats.samples_seen == 8  # batch 2 not counted
+    state = roundtrip(sb.state_dict())
+    resumed = make(OracleModel(LOSSES))
+    resumed.load_state_dict(state)
+    assert got + [ids_of(b) for b in resumed] == reference  # batch 2 is trained on after all, once
+
+
+@pytest.mark.parametrize(
+    ("saved", "loaded", "name"),
+    [
+        ({"policy": "rank"}, {"policy": "topk"}, "policy"),
+        ({"policy": LossHistory(history=8), "keep": 0.5}, {"policy": LossHistory(history=16)}, "history"),
+        ({"policy": "rank", "return_weights": True}, {"policy": "rank"}, "return_weights"),
+        ({"batch_size": 3}, {"batch_size": 4}, "batch_size"),
+        ({"batch_size": 3}, {}, "batch_size"),
+        (
+            {"cache": lambda: LossCache(size=16), "id_key": 0},
+            {"cache": lambda: LossCache(capacity=16), "id_key": 0},
+            "cache",
+        ),
+    ],
+)
+def test_a_state_saved_with_other_options_is_refused_naming_the_option(saved, loaded, name):
+    def build(options):
+        options = {k: v() if k == "cache" else v for k, v in options.items()}
+        return SBLoader([oracle_batch(range(4))], OracleModel(LOSSES), ce, **options)
+
+    state = roundtrip(build(saved).state_dict())
+    with pytest.raises(ValueError, match=f"saved with {name}="):
+        build(loaded).load_state_dict(state)
+
+
+def test_held_namedtuple_numpy_and_dataclass_batches_load_with_weights_only():
+    import dataclasses
+
+    import numpy as np
+
+    @dataclasses.dataclass
+    class Batch:
+        input: torch.Tensor
+        target: torch.Tensor
+        keys: np.ndarray
+
+    globals()["Batch"] = Batch  # a class the test module defines, as a user's training script would
+    Batch.__qualname__ = "Batch"
+
+    def make():
+        batches = []
+        for start in range(0, 16, 4):
+            x, y = oracle_batch(range(start, start + 4))
+            keys = np.array([f"s{i}" for i in range(start, start + 4)])
+            batches.append(Sample(x, y, keys) if start % 8 else Batch(x, y, keys))
+        return SBLoader(
+            batches,
+            OracleModel(LOSSES),
+            ce,
+            keep=0.5,
+            batch_size=3,
+            split=lambda b: (b[0], b[1]) if isinstance(b, tuple) else (b.input, b.target),
+        )
+
+    sb = make()
+    it = iter(sb)
+    next(it)
+    state = roundtrip(sb.state_dict())  # the pool holds a dataclass piece with a numpy string field
+    resumed = make()
+    resumed.load_state_dict(state)
+    rest = list(resumed)
+    assert rest and all(isinstance(b, Batch) and b.keys.dtype.kind == "U" for b in rest[:1])
+
+
+def test_a_loader_whose_state_dict_raises_counts_as_stateless():
+    class Prepared(DataLoader):  # what accelerate's DataLoaderShard does without use_stateful_dataloader=True
+        def state_dict(self):
+            raise AttributeError("'DataLoaderShard' object has no attribute 'base_dataloader'")
+
+        def load_state_dict(self, state):
+            raise AssertionError("never called")
+
+    def make():
+        return SBLoader(Prepared(TensorDataset(*oracle_batch(range(16))), batch_size=4), OracleModel(LOSSES), ce)
+
+    with pytest.warns(UserWarning, match="raised AttributeError.*treats it as a loader without state"):
+        check_resume(make, epochs=2)
+
+
+def test_unobservable_shuffle_warns_once_at_the_checkpoint_naming_the_fix():
+    loader = DataLoader(TensorDataset(*oracle_batch(range(8))), batch_size=4, shuffle=True)
+    sb = SBLoader(loader, OracleModel(LOSSES), ce)
+    with pytest.warns(UserWarning, match=r"global RNG decides the order.*generator=torch.Generator\(\)"):
+        sb.state_dict()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sb.state_dict()  # once
+
+
+def test_stateful_dataloader_shuffle_with_its_generator_and_no_workers_warns():
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    data = TensorDataset(*oracle_batch(range(8)))
+    loader = StatefulDataLoader(data, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(0))
+    with pytest.warns(UserWarning, match="torchdata.stateful_dataloader.sampler.RandomSampler"):
+        SBLoader(loader, OracleModel(LOSSES), ce).state_dict()
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_stateful_dataloader_with_torchdatas_random_sampler_resumes_exactly_in_every_epoch(num_workers):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+    from torchdata.stateful_dataloader.sampler import RandomSampler
+
+    data = TensorDataset(*oracle_batch(range(14)))
+
+    def make():
+        sampler = RandomSampler(data, generator=torch.Generator().manual_seed(0))
+        loader = StatefulDataLoader(data, batch_size=4, sampler=sampler, num_workers=num_workers)
+        return SBLoader(loader, OracleModel(LOSSES), ce, keep=0.5, policy="rank", generator=2, batch_size=3)
+
+    check_epoch_resume(make)

@@ -169,3 +169,19 @@ def test_resumed_node_yields_same_outputs_as_uninterrupted_directly():
     resumed.load_state_dict(state)
     for a, b in zip(head + list(resumed), whole, strict=True):
         assert_batches_equal(a, b)
+
+
+def test_a_new_iter_of_the_loader_restarts_the_one_iterator_and_loses_nothing():
+    batches = [oracle_batch(range(i, i + 2)) for i in range(0, 16, 2)]  # 8 loader batches
+    loader = Loader(SBSelector(IterableWrapper(batches), OracleModel(LOSSES), ce, keep=0.5))
+    a = iter(loader)
+    [next(a) for _ in range(3)]
+    b = iter(loader)
+    assert a is b  # torchdata's Loader hands out one iterator per Loader and restarts it: nothing is shared
+    assert len(list(b)) == 8
+
+
+def test_node_state_is_loaded_through_the_loader():
+    node = SBSelector(IterableWrapper([oracle_batch(range(4))]), OracleModel(LOSSES), ce)
+    with pytest.raises(TypeError, match=r"Loader\(node\).load_state_dict"):
+        node.load_state_dict({})

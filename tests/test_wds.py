@@ -195,3 +195,14 @@ def test_validation():
         stage_for("tuple")(42)
     with pytest.raises(ValueError, match="keep must be in"):
         sb_select(OracleModel(LOSSES), ce, keep=0)
+
+
+def test_a_new_call_of_the_stage_ends_the_old_iterator_which_then_raises():
+    batches = [{"npy": np.array([[i], [i + 1]], dtype=np.float32), "cls": np.zeros(2, int)} for i in range(0, 16, 2)]
+    stage = sb_select(OracleModel(LOSSES), ce, keep=0.5, split=dict_split)
+    a = stage(iter(batches))
+    [next(a) for _ in range(3)]
+    b = stage(iter(batches))
+    assert len(list(b)) == 8
+    with pytest.raises(RuntimeError, match="new pass over the same selection engine"):
+        next(a)
