@@ -67,10 +67,10 @@ def encode(obj: Any, path: str = "batch") -> Any:
         values = {f.name: encode(getattr(obj, f.name), f"{path}.{f.name}") for f in dataclasses.fields(obj)}
         return {TAG: "dataclass", "type": _type_name(type(obj)), "fields": values}
     if type(obj) in (dict, OrderedDict):
-        items = {key: encode(value, f"{path}[{key!r}]") for key, value in obj.items()}
+        mapping = {key: encode(value, f"{path}[{key!r}]") for key, value in obj.items()}
         if TAG in obj:  # a user's key that looks like the tag: store the mapping as pairs
-            return {TAG: "dict", "ordered": type(obj) is OrderedDict, "items": list(items.items())}
-        return type(obj)(items)
+            return {TAG: "dict", "ordered": type(obj) is OrderedDict, "items": list(mapping.items())}
+        return type(obj)(mapping)
     if type(obj) in (list, tuple, deque):
         items = [encode(value, f"{path}[{i}]") for i, value in enumerate(obj)]
         return tuple(items) if type(obj) is tuple else items
