@@ -4,13 +4,25 @@ import subprocess
 import sys
 
 import pytest
+import torch
+import torch.nn.functional as F
 import webdataset as wds
+from torch import nn
 from torchdata.nodes import IterableWrapper, Loader
 
 from sbdata import LossHistory, SBLoader, Schedule
 from sbdata.nodes import SBSelector
 from sbdata.wds import sb_select
-from tests.helpers import OracleModel, assert_batches_equal, ce, decode_npy_cls, write_oracle_shards
+from tests.helpers import (
+    OracleModel,
+    assert_batches_equal,
+    ce,
+    decode_npy_cls,
+    expected_topk,
+    ids_of,
+    oracle_batch,
+    write_oracle_shards,
+)
 
 LOSSES = [0.3, 2.5, 0.1, 1.7, 0.9, 3.2, 0.4, 2.2, 1.1, 0.6, 2.9, 0.2, 1.4, 0.8, 2.0, 0.5, 1.9, 0.7, 2.7, 1.2, 0.05]
 EPOCHS = 2
@@ -79,3 +91,46 @@ def test_missing_torchdata_names_the_extra_to_install():
     assert 'ImportError: sbdata.nodes needs torchdata 0.11 (torchdata.nodes): pip install "sbdata[torchdata]"' in (
         result.stderr
     )
+
+
+def column_batches():
+    """Oracle batches of 8 whose per-sample columns (WebDataset .json-style dicts, lists, strings, None) carry
+    each sample's id, so alignment with the kept rows can be checked exactly."""
+    batches = []
+    for start in (0, 8):
+        ids = list(range(start, start + 8))
+        x, y = oracle_batch(ids)
+        meta = [{"id": i, "boxes": [[i, i]] * 8} for i in ids]  # inner lists of length B are not cut
+        batches.append((x, y, meta, [[i] * 8 for i in ids], [f"k{i}" for i in ids], [None] * 8))
+    return batches
+
+
+@pytest.mark.parametrize("pooled", [False, True], ids=["unpooled", "pooled"])
+def test_per_sample_list_columns_stay_aligned_with_the_kept_rows_in_every_front_end(pooled):
+    options = {"keep": 0.5, **({"batch_size": 3} if pooled else {})}
+    batches = column_batches()
+    outputs = {
+        "SBLoader": list(SBLoader(batches, OracleModel(LOSSES), ce, **options)),
+        "SBSelector": list(Loader(SBSelector(IterableWrapper(batches), OracleModel(LOSSES), ce, **options))),
+        "sb_select": list(sb_select(OracleModel(LOSSES), ce, **options)(iter(batches))),
+    }
+    want = expected_topk(LOSSES, list(range(8)), 0.5) + expected_topk(LOSSES, list(range(8, 16)), 0.5)
+    for name, outs in outputs.items():
+        kept = [i for out in outs for i in ids_of(out)]
+        assert kept == want, name
+        for out in outs:
+            ids = ids_of(out)
+            assert [m["id"] for m in out[2]] == ids and all(len(m["boxes"]) == 8 for m in out[2]), name
+            assert out[3] == [[i] * 8 for i in ids] and out[4] == [f"k{i}" for i in ids], name
+            assert out[5] == [None] * len(ids), name
+
+
+def test_issue_reproduction_keeps_the_metadata_dicts_of_the_kept_rows():
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    model = nn.Linear(4, 3)
+    (out,) = SBLoader([(x, y, [{"id": i} for i in range(8)])], model, F.cross_entropy)
+    with torch.no_grad():
+        losses = F.cross_entropy(model(x), y, reduction="none").tolist()
+    want = expected_topk(losses, list(range(8)), 0.5)
+    assert [m["id"] for m in out[2]] == want and torch.equal(out[0], x[want]) and torch.equal(out[1], y[want])
