@@ -34,7 +34,7 @@ def select_using_loss(
     input's device from ``generator`` instead of numpy's global RNG. Differences from Composer, all deliberate:
     the kept samples come back in their original order; a batch of one keeps its sample; and an ``nn.Module``
     is scored in eval mode with its train/eval flags restored (``score_mode="train"`` uses batch statistics but
-    restores BatchNorm buffers), so the scoring pass has no side effects.
+    restores every buffer), so the scoring pass has no side effects.
 
     Args:
         input: batch of inputs, (N, ...).

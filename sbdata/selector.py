@@ -11,7 +11,7 @@ from torch import nn
 from . import _batch
 from .cache import LossCache
 from .registry import resolve_policy
-from .scoring import ScoreContext, Scorer
+from .scoring import ScoreContext, Scorer, dropout_seed
 from .stats import StatsTracker
 
 __all__ = ["NAN_POLICIES", "Kept", "Selector", "make_generator"]
@@ -140,10 +140,11 @@ class Selector:
         """Select from ``batch`` (``n`` samples on the scoring device; ``ids`` read before the move)."""
         self.tracker.sb_steps += 1
         inputs, targets = self.split(batch)
-        losses = self._score(inputs, targets, n, ids, now)
+        seed = dropout_seed(self.generator.initial_seed(), step)  # train-mode dropout: a stream of this step's own
+        losses = self._score(inputs, targets, n, ids, now, seed)
         context = ScoreContext(
             inputs, targets, ids, n, self.device,
-            score=lambda other: self.scorer(other, inputs, targets, n, self.device),
+            score=lambda other: self.scorer(other, inputs, targets, n, self.device, seed),
         )  # fmt: skip
         scores = self.policy.adjust(losses, context)
         candidates, scores = self._screen(scores, step)
@@ -165,11 +166,11 @@ class Selector:
         ratio = selection.expected / selection.prob if self.return_weights else None
         return Kept(_batch.select(batch, index), index.shape[0], ratio, scores.shape[0], selection.expected)
 
-    def _score(self, inputs: Any, targets: Any, n: int, ids: Any, now: int) -> torch.Tensor:
+    def _score(self, inputs: Any, targets: Any, n: int, ids: Any, now: int, seed: int) -> torch.Tensor:
         """Per-sample losses of the live model: scored, or taken from the cache where still fresh."""
         if self.cache is None:
             self.tracker.samples_scored += n
-            return self.scorer(self.model, inputs, targets, n, self.device)
+            return self.scorer(self.model, inputs, targets, n, self.device, seed)
         known = self.cache.lookup(ids, now)
         stale = known.stale.shape[0]
         self.tracker.samples_scored += stale
@@ -177,10 +178,10 @@ class Selector:
         if stale == 0 and self.lockstep is None:  # in lockstep every rank scores, if only zero samples (FSDP)
             return known.losses
         if stale == n:
-            fresh = self.scorer(self.model, inputs, targets, n, self.device)
+            fresh = self.scorer(self.model, inputs, targets, n, self.device, seed)
         else:
             sub_inputs, sub_targets = _batch.select(inputs, known.stale), _batch.select(targets, known.stale)
-            fresh = self.scorer(self.model, sub_inputs, sub_targets, stale, self.device)
+            fresh = self.scorer(self.model, sub_inputs, sub_targets, stale, self.device, seed)
         self.cache.store(known, fresh, now)
         return known.losses.index_copy(0, known.stale, fresh)
 
