@@ -10,6 +10,7 @@ from torch import nn
 
 from . import _batch
 from .cache import LossCache
+from .policies import keep_count
 from .registry import resolve_policy
 from .scoring import ScoreContext, Scorer, dropout_seed
 from .stats import StatsTracker
@@ -161,10 +162,26 @@ class Selector:
             selection = self.policy.select(scores, self.keep, self.generator)
         else:
             selection = self.policy.select_global(scores, self.keep, self.generator, *population)
+        self._check_contract(selection, scores.shape[0])
         self.tracker.record_selection(losses, selection.index)
         index = selection.index if candidates is None else candidates.index_select(0, selection.index)
         ratio = selection.expected / selection.prob if self.return_weights else None
         return Kept(_batch.select(batch, index), index.shape[0], ratio, scores.shape[0], selection.expected)
+
+    def _check_contract(self, selection: Any, n: int) -> None:
+        """Hold a policy to what it declared (host-side shapes only: no synchronisation)."""
+        if self.return_weights and selection.prob is None:
+            raise TypeError(
+                f"return_weights=True needs each kept sample's inclusion probability, but {self.policy!r} returned "
+                "Selection.prob=None although it declares weighted=True: return the probabilities in "
+                "Selection(index, prob, expected), or declare weighted = False"
+            )
+        if self.policy.fixed_count and selection.index.shape[0] != keep_count(self.keep, n):
+            raise ValueError(
+                f"{self.policy!r} declares fixed_count=True but kept {selection.index.shape[0]} of {n} samples, not "
+                f"keep_count(keep={self.keep}, {n}) = {keep_count(self.keep, n)}: declare fixed_count = False for a "
+                "policy whose count varies (ranks under torch.distributed agree on batch counts through it)"
+            )
 
     def _score(self, inputs: Any, targets: Any, n: int, ids: Any, now: int, seed: int) -> torch.Tensor:
         """Per-sample losses of the live model: scored, or taken from the cache where still fresh."""
