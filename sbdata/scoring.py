@@ -205,8 +205,21 @@ class Scorer:
         )
         with torch.no_grad(), scoring_mode(model, self.score_mode, device, seed), autocast:
             outputs = self.forward(model, inputs) if self.forward is not None else model(inputs)
-            losses = self.loss_fn(outputs, targets)
+            losses = self._loss(outputs, targets)
             return self._per_sample(losses, targets, batch_size)
+
+    def _loss(self, outputs: Any, targets: Any) -> Any:
+        try:
+            return self.loss_fn(outputs, targets)
+        except (TypeError, AttributeError, ValueError, RuntimeError) as error:
+            if isinstance(outputs, torch.Tensor):
+                raise
+            hook = "the forward= hook returns" if self.forward is not None else "the model returned"
+            raise TypeError(
+                f"loss_fn failed on what {hook}, a {type(outputs).__name__} rather than a tensor ({error}): if the "
+                "model returns several outputs, such as (logits, aux) or a ModelOutput, pass "
+                "forward=lambda m, x: m(x)[0] (or m(x).logits) so that the loss gets the logits"
+            ) from error
 
     def _per_sample(self, losses: Any, targets: Any, batch_size: int) -> torch.Tensor:
         if not isinstance(losses, torch.Tensor):

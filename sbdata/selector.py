@@ -96,6 +96,14 @@ class Selector:
             raise TypeError(f"cache must be a sbdata.LossCache or None, got {type(cache).__name__}")
         if cache is not None and id_key is None:
             raise ValueError("cache= needs id_key= naming the per-sample id field (e.g. 'index' or '__key__')")
+        if device.type == "meta":
+            raise ValueError(
+                "the model's parameters are on the meta device (no data), so sbdata cannot tell where to score: "
+                "pass device= naming the device its forward takes inputs on (e.g. device='cuda:0' for a model "
+                "dispatched with offloading), with forward=lambda m, x: ... if it needs a custom call; a model built "
+                "on meta (torch.device('meta'), init_empty_weights) must be materialised first "
+                "(model.to_empty(device=...), then load its weights)"
+            )
         self.model = model
         self.scorer = scorer
         self.keep = keep

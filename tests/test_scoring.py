@@ -9,7 +9,7 @@ from torch import nn
 
 from sbdata import SBLoader
 from sbdata.scoring import Scorer, per_sample_loss_fn
-from tests.helpers import OracleModel, ce, oracle_batch
+from tests.helpers import OracleModel, ce, ids_of, oracle_batch
 
 CPU = torch.device("cpu")
 
@@ -333,3 +333,43 @@ def test_train_mode_dropout_resumes_exactly_in_fresh_objects():
         train(model, opt, x, y)
     assert len(tail) == len(reference) - 3
     assert all(torch.equal(a, b) for a, b in zip(tail, reference[3:], strict=True))
+
+
+def test_a_model_on_the_meta_device_names_the_fix():
+    with torch.device("meta"):
+        model = nn.Linear(4, 3)
+    with pytest.raises(ValueError, match=r"meta device.*pass device=.*forward=.*to_empty"):
+        SBLoader([oracle_batch(range(4))], model, ce)
+
+
+def test_an_offloaded_model_whose_parameters_read_as_meta_scores_with_device():
+    class Offloaded(nn.Module):  # a dispatched model: a meta placeholder first, real weights used in forward
+        def __init__(self, table):
+            super().__init__()
+            self.placeholder = nn.Parameter(torch.empty(3, device="meta"))
+            self.oracle = OracleModel(table)
+
+        def forward(self, x):
+            return self.oracle(x)
+
+    model = Offloaded([0.5, 2.0, 1.0, 3.0])
+    assert next(model.parameters()).device.type == "meta"
+    (out,) = SBLoader([oracle_batch(range(4))], model, ce, keep=0.5, device="cpu")
+    assert ids_of(out) == [1, 3]
+
+
+class TwoOutputs(OracleModel):
+    def forward(self, x):
+        return super().forward(x), x  # (logits, aux), like many models
+
+
+def test_a_model_that_returns_a_tuple_names_the_forward_hook():
+    sb = SBLoader([oracle_batch(range(4))], TwoOutputs([0.5, 2.0, 1.0, 3.0]), ce, keep=0.5)
+    with pytest.raises(
+        TypeError, match=r"model returned, a tuple rather than a tensor.*forward=lambda m, x: m\(x\)\[0\]"
+    ):
+        next(iter(sb))
+    fixed = SBLoader(
+        [oracle_batch(range(4))], TwoOutputs([0.5, 2.0, 1.0, 3.0]), ce, keep=0.5, forward=lambda m, x: m(x)[0]
+    )
+    assert ids_of(next(iter(fixed))) == [1, 3]
