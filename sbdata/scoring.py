@@ -43,8 +43,9 @@ def per_sample_loss_fn(loss_fn: Any) -> Callable[[Any, Any], torch.Tensor]:
     if params is not None and not any(p.name == "reduction" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
         raise TypeError(
-            f"loss_fn {name} does not accept reduction=; sbdata calls loss_fn(outputs, targets, reduction='none') "
-            "for per-sample losses: add a reduction parameter, or pass a loss like F.cross_entropy"
+            f"loss_fn {name} must take a keyword argument `reduction`. sbdata calls "
+            "loss_fn(outputs, targets, reduction='none') for per-sample losses: add a reduction parameter, or pass "
+            "a loss like F.cross_entropy"
         )
     return lambda outputs, targets: loss_fn(outputs, targets, reduction="none")
 
@@ -195,7 +196,8 @@ class Scorer:
         device: torch.device,
         seed: int | None = None,
     ) -> torch.Tensor:
-        """Per-sample losses, shape (batch_size,), float32, on ``device``; ``seed`` seeds train-mode dropout."""
+        """Per-sample losses, shape (batch_size,), float32 (float64 for a float64 loss), on ``device``; ``seed``
+        seeds train-mode dropout."""
         inputs = self._downsample(self._prepare(inputs, device, "inputs"))
         targets = self._prepare(targets, device, "targets")
         autocast = (
@@ -234,4 +236,7 @@ class Scorer:
             if not isinstance(losses, torch.Tensor) or tuple(losses.shape) != (batch_size,):
                 shape = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses).__name__
                 raise ValueError(f"reduce returned {shape}, expected one loss per sample ({batch_size},)")
-        return losses.detach().to(torch.float32)
+        losses = losses.detach()
+        # float32 at least (autocast may give half precision); float64 stays float64, so that losses differing only
+        # in float64 (1 + k * 1e-12) are ranked in their own order
+        return losses if losses.dtype == torch.float64 else losses.to(torch.float32)

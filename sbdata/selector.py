@@ -208,7 +208,7 @@ class Selector:
             sub_inputs, sub_targets = _batch.select(inputs, known.stale), _batch.select(targets, known.stale)
             fresh = self.scorer(self.model, sub_inputs, sub_targets, stale, self.device, seed)
         self.cache.store(known, fresh, now)
-        return known.losses.index_copy(0, known.stale, fresh)
+        return known.losses.to(fresh.dtype).index_copy(0, known.stale, fresh)  # cached: float32
 
     def _screen(self, scores: torch.Tensor, step: int) -> tuple[torch.Tensor | None, torch.Tensor]:
         finite = torch.isfinite(scores)
