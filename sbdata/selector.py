@@ -96,7 +96,7 @@ class Selector:
             raise TypeError(f"cache must be a sbdata.LossCache or None, got {type(cache).__name__}")
         if cache is not None and id_key is None:
             raise ValueError("cache= needs id_key= naming the per-sample id field (e.g. 'index' or '__key__')")
-        if device.type == "meta":
+        if device.type == "meta" and not isinstance(generator, torch.Generator):  # a Generator: make_generator names it
             raise ValueError(
                 "the model's parameters are on the meta device (no data), so sbdata cannot tell where to score: "
                 "pass device= naming the device its forward takes inputs on (e.g. device='cuda:0' for a model "
