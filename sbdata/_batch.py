@@ -1,9 +1,19 @@
 """Structure-preserving operations on batches.
 
-A *batch* is any nesting of mappings, tuples, lists and namedtuples whose leaves are either **batch fields**
-(tensors or numpy arrays with a leading batch dimension, lists/tuples of strings, bytes or numbers such as
-WebDataset's ``__key__``) or **non-batch fields** (0-dim tensors, Python scalars, ``None``), which are passed
-through unchanged. Every function here keeps the container types of its input.
+A *batch* is any nesting of mappings, lists, tuples, namedtuples and dataclasses. Its **batch fields** carry one
+row per sample and are subset, pooled and joined together:
+
+- tensors and numpy arrays with at least one dimension (rows: the first dimension);
+- **columns**: lists and tuples that hold no tensor or array anywhere inside, whatever their items are (keys,
+  strings, numbers, ``None``, per-sample dicts such as WebDataset ``.json`` metadata, per-sample lists). A column
+  is one field whose items are the samples: it is subset as a whole and never looked into.
+
+A list or tuple that holds a tensor or an array somewhere inside is a **group** of fields (the batch itself, or
+``[x1, x2]`` as ``default_collate`` builds for samples with tuple fields) and is looked into, like mappings,
+namedtuples and dataclasses. Which containers are columns therefore never depends on the batch size, so a subset
+or a pool of kept samples is read exactly like the batch it came from. Everything else (0-dim tensors, Python
+scalars, ``None`` outside a column, empty lists) is a non-batch field, passed through unchanged. Every batch field
+must have the same number of rows. Every function here keeps the container types of its input.
 """
 
 from __future__ import annotations
@@ -15,30 +25,49 @@ from typing import Any
 import numpy as np
 import torch
 
-_SCALARS = (str, bytes, int, float, bool, type(None))
+_RAGGED_FIX = (
+    "a list or tuple that holds tensors or arrays is a group of fields, each with one row per sample, while a "
+    "column (one item per sample, subset as a whole) holds no tensor or array: pad per-sample tensors of different "
+    "lengths into one tensor (with a lengths field), or hold them in a numpy object array (np.empty(B, "
+    "dtype=object)); put per-batch constants in 0-dim tensors or Python scalars"
+)
 
 
 def _is_namedtuple(obj: Any) -> bool:
     return isinstance(obj, tuple) and hasattr(obj, "_fields")
 
 
-def _is_leaf_sequence(obj: Any) -> bool:
-    """A non-empty list/tuple of scalars (e.g. ``__key__`` strings) is one batch field, not a container."""
-    return (
-        isinstance(obj, (list, tuple))
-        and not _is_namedtuple(obj)
-        and len(obj) > 0
-        and all(isinstance(item, _SCALARS) for item in obj)
-    )
+def _is_sequence(obj: Any) -> bool:
+    """A plain list or tuple (not a namedtuple, whose fields are named like a mapping's keys)."""
+    return isinstance(obj, (list, tuple)) and not _is_namedtuple(obj)
+
+
+def _is_array(obj: Any) -> bool:
+    """A tensor or numpy array with a leading (batch) dimension."""
+    return (isinstance(obj, torch.Tensor) and obj.dim() > 0) or (isinstance(obj, np.ndarray) and obj.ndim > 0)
+
+
+def _holds_array(obj: Any) -> bool:
+    """Whether a tensor or array with a leading dimension is anywhere inside ``obj``."""
+    if _is_array(obj):
+        return True
+    if isinstance(obj, Mapping):
+        return any(_holds_array(value) for value in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return any(_holds_array(item) for item in obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return any(_holds_array(getattr(obj, f.name)) for f in dataclasses.fields(obj))
+    return False
+
+
+def _is_column(obj: Any) -> bool:
+    """A non-empty list/tuple with no tensor or array inside: one field whose items are the samples."""
+    return _is_sequence(obj) and len(obj) > 0 and not _holds_array(obj)
 
 
 def is_batch_field(obj: Any) -> bool:
-    """True for leaves that carry a leading batch dimension."""
-    if isinstance(obj, torch.Tensor):
-        return obj.dim() > 0
-    if isinstance(obj, np.ndarray):
-        return obj.ndim > 0
-    return _is_leaf_sequence(obj)
+    """True for fields that carry one row per sample: tensors/arrays with a dimension, and columns."""
+    return _is_array(obj) or _is_column(obj)
 
 
 def _rebuild(template: Any, items: Any) -> Any:
@@ -92,8 +121,7 @@ def batch_size(batch: Any) -> int | None:
         if size != first:
             raise ValueError(
                 f"batch fields disagree on the batch size: {first_path} has {first} samples but {path} has {size}; "
-                "every tensor, array or list in a batch must share its first dimension (put per-batch constants "
-                "in 0-dim tensors or Python scalars)"
+                f"every tensor, array or column in a batch must share its first dimension; {_RAGGED_FIX}"
             )
     return first
 
@@ -203,7 +231,7 @@ def default_split(batch: Any) -> tuple[Any, Any]:
             f"cannot take (inputs, targets) apart from a mapping with keys {sorted(map(str, batch))}: the default "
             "split needs 'input' and 'target' keys; pass split=lambda b: (b['x'], b['y']) naming your keys"
         )
-    if isinstance(batch, (list, tuple)) and len(batch) >= 2 and not _is_leaf_sequence(batch):
+    if isinstance(batch, (list, tuple)) and len(batch) >= 2 and not _is_column(batch):
         return batch[0], batch[1]
     raise ValueError(
         f"cannot take (inputs, targets) apart from a batch of type {type(batch).__name__}: the default split needs "

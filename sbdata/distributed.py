@@ -185,11 +185,11 @@ class Lockstep:
         ``all_reduce`` finds that size first. Costs one host synchronisation, to drop the padding.
 
         Returns:
-            ``(population, offset)``: the (N_global,) float32 scores on ``scores.device``, and the position of
+            ``(population, offset)``: the (N_global,) scores, in their dtype, on ``scores.device``, and the position of
             this rank's first score in it, so ``population[offset : offset + len(scores)]`` equals ``scores``.
         """
         width = self.round_max if self.round_max is not None else -self.reduce_min([-scores.shape[0]])[0]
-        padded = torch.full((width,), torch.nan, dtype=torch.float32, device=scores.device)
+        padded = torch.full((width,), torch.nan, dtype=scores.dtype, device=scores.device)
         padded[: scores.shape[0]] = scores
         parts = [torch.empty_like(padded) for _ in range(self.world)]
         dist.all_gather(parts, padded, group=self.group)

@@ -50,9 +50,8 @@ class LossHistory(SelectionPolicy):
         self._count = 0
         self._pos = 0
 
-    @property
-    def fixed_count(self) -> bool:
-        return False
+    fixed_count = False  # each sample is kept independently: the count varies
+    weighted = True  # the inclusion probability is max(min_prob, pct**beta)
 
     @property
     def uses_population(self) -> bool:

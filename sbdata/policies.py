@@ -12,7 +12,7 @@ samples, a number known on the host, so they run with no host-device synchronisa
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
@@ -88,24 +88,44 @@ class Selection(NamedTuple):
     expected: float | torch.Tensor
 
 
+_CONTRACT = {
+    "fixed_count": "True only if select() always keeps exactly keep_count(keep, N) samples; the lockstep under "
+    "torch.distributed, the pooled path's and len()'s arithmetic rely on it",
+    "weighted": "True only if select() returns each kept sample's inclusion probability in Selection.prob, from "
+    "which return_weights=True derives unbiased importance weights",
+}
+
+
 class SelectionPolicy:
     """Interface of a selection policy.
 
-    Subclasses implement :meth:`select`; stateful ones also :meth:`state_dict`/:meth:`load_state_dict`.
-    A policy object holds per-run state: give each loader its own.
+    Subclasses implement :meth:`select` and must declare two booleans, as class attributes or properties (a
+    subclass that declares neither is refused when it is defined, since a wrong default would break the
+    lockstep of ranks under ``torch.distributed`` or the importance weights):
+
+    - ``fixed_count``: True only if :meth:`select` always keeps exactly ``keep_count(keep, N)`` samples;
+    - ``weighted``: True only if :meth:`select` returns each kept sample's inclusion probability in
+      ``Selection.prob`` (needed by ``return_weights=True``).
+
+    Stateful ones also implement :meth:`state_dict`/:meth:`load_state_dict`. A policy object holds per-run
+    state: give each loader its own.
     """
 
     name: str = "policy"
 
-    @property
-    def fixed_count(self) -> bool:
-        """True when the policy keeps exactly ``keep_count(keep, N)`` samples (no host sync needed)."""
-        return True
+    if TYPE_CHECKING:
+        fixed_count: bool
+        weighted: bool
 
-    @property
-    def weighted(self) -> bool:
-        """True when inclusion probabilities exist, so unbiased importance weights can be given."""
-        return True
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        missing = [attribute for attribute in _CONTRACT if not hasattr(cls, attribute)]
+        if missing:
+            meanings = "; ".join(f"{attribute}: {_CONTRACT[attribute]}" for attribute in missing)
+            raise TypeError(
+                f"{cls.__name__} must declare {' and '.join(missing)} (class attributes or properties, e.g. "
+                f"fixed_count = False, weighted = False): {meanings}"
+            )
 
     @property
     def uses_population(self) -> bool:
@@ -166,10 +186,8 @@ class TopK(SelectionPolicy):
     """
 
     name = "topk"
-
-    @property
-    def weighted(self) -> bool:
-        return False
+    fixed_count = True
+    weighted = False
 
     def select(self, scores: torch.Tensor, keep: float, generator: torch.Generator) -> Selection:
         k = keep_count(keep, scores.shape[0])
@@ -191,6 +209,8 @@ class RankWeighted(SelectionPolicy):
     """
 
     name = "rank"
+    fixed_count = True
+    weighted = True
 
     @property
     def uses_population(self) -> bool:
@@ -216,6 +236,8 @@ class RandomK(SelectionPolicy):
     """A uniform random subset of ``keep_count(keep, N)`` samples: the control arm."""
 
     name = "random"
+    fixed_count = True
+    weighted = True
 
     def select(self, scores: torch.Tensor, keep: float, generator: torch.Generator) -> Selection:
         n = scores.shape[0]

@@ -12,11 +12,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.modules.batchnorm import _NormBase
 
 from ._batch import as_tensor, map_fields
 
-__all__ = ["ScoreContext", "Scorer", "per_sample_loss_fn"]
+__all__ = ["ScoreContext", "Scorer", "dropout_seed", "per_sample_loss_fn"]
 
 _INTERPOLATION = {3: "linear", 4: "bilinear", 5: "trilinear"}
 SCORE_MODES = ("eval", "train")
@@ -44,24 +43,50 @@ def per_sample_loss_fn(loss_fn: Any) -> Callable[[Any, Any], torch.Tensor]:
     if params is not None and not any(p.name == "reduction" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
         raise TypeError(
-            f"loss_fn {name} does not accept reduction=; sbdata calls loss_fn(outputs, targets, reduction='none') "
-            "for per-sample losses: add a reduction parameter, or pass a loss like F.cross_entropy"
+            f"loss_fn {name} must take a keyword argument `reduction`. sbdata calls "
+            "loss_fn(outputs, targets, reduction='none') for per-sample losses: add a reduction parameter, or pass "
+            "a loss like F.cross_entropy"
         )
     return lambda outputs, targets: loss_fn(outputs, targets, reduction="none")
 
 
+_SEED_MIX = 0x9E3779B97F4A7C15  # odd 64-bit constant (golden ratio): spreads consecutive steps over the seed space
+
+
+def dropout_seed(base: int, step: int) -> int:
+    """The seed of the RNG stream a ``score_mode="train"`` pass draws dropout from, for loader batch ``step``.
+
+    A pure function of the engine's generator seed (``base``, part of its state) and the step (the engine's clock),
+    so selection neither consumes nor depends on the global RNGs and a resumed run draws the same masks. In
+    [0, 2**63).
+    """
+    return ((base ^ (step * _SEED_MIX)) * _SEED_MIX) % (1 << 63)
+
+
+def _seed_streams(seed: int, device: torch.device) -> None:
+    """Seed the default generators dropout draws from on the CPU and on ``device`` (inside a fork)."""
+    torch.default_generator.manual_seed(seed)
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        torch.cuda.default_generators[index].manual_seed(seed)
+    elif device.type not in ("cpu", "meta"):
+        torch.get_device_module(device.type).manual_seed(seed)
+
+
 @contextlib.contextmanager
-def scoring_mode(model: nn.Module, mode: str, device: torch.device) -> Iterator[None]:
+def scoring_mode(model: nn.Module, mode: str, device: torch.device, seed: int | None = None) -> Iterator[None]:
     """Put ``model`` in ``mode`` for one pass and restore everything afterwards, also on an exception.
 
-    Restores every submodule's own train/eval flag. In ``"train"`` mode the running statistics and
-    ``num_batches_tracked`` of every normalisation layer are restored in place, and the global RNGs (consumed by
-    dropout) are forked, so the pass leaves no trace.
+    Restores every submodule's own train/eval flag. In ``"train"`` mode every buffer of every submodule is
+    snapshotted and restored in place afterwards, also if the forward rebound it (BatchNorm running statistics,
+    ``spectral_norm``'s ``_u``/``_v``, any parametrization's buffers); and the global RNGs are
+    forked, so the pass leaves no trace. With ``seed``, dropout inside the pass draws from a stream seeded with it
+    (see :func:`dropout_seed`) instead of from the global RNGs' current state.
     """
     modules = list(model.modules())
     flags = [module.training for module in modules]
     uniform = all(flag == flags[0] for flag in flags)  # the usual case: one train() call restores them all
-    saved: list[tuple[torch.Tensor, torch.Tensor]] = []
+    saved: list[tuple[nn.Module, str, torch.Tensor, torch.Tensor]] = []
     with contextlib.ExitStack() as stack:
         try:
             if mode == "eval":
@@ -69,16 +94,20 @@ def scoring_mode(model: nn.Module, mode: str, device: torch.device) -> Iterator[
             else:
                 model.train()
                 for module in modules:
-                    if isinstance(module, _NormBase) and module.track_running_stats:
-                        stats = (module.running_mean, module.running_var, module.num_batches_tracked)
-                        saved.extend((buffer, buffer.clone()) for buffer in stats if buffer is not None)
-                accelerators = [device] if device.type == "cuda" else []
-                stack.enter_context(torch.random.fork_rng(devices=accelerators))
+                    for name, buffer in module._buffers.items():
+                        if buffer is not None:
+                            saved.append((module, name, buffer, buffer.clone()))
+                accelerators = [device] if device.type not in ("cpu", "meta") else []
+                kind = device.type if accelerators else None  # None: the CPU generator alone is forked
+                stack.enter_context(torch.random.fork_rng(devices=accelerators, device_type=kind))
+                if seed is not None:
+                    _seed_streams(seed, device)
             yield
         finally:
             with torch.no_grad():
-                for buffer, value in saved:
-                    buffer.copy_(value)
+                for module, name, buffer, value in saved:
+                    module._buffers[name] = buffer  # a forward that rebinds a buffer gets the original back
+                    buffer.copy_(value)  # in place (kernels such as batch_norm's need not bump _version)
             if uniform:
                 model.train(flags[0])
             else:
@@ -107,7 +136,7 @@ class Scorer:
         reduce: ``reduce(losses, targets) -> (B,)`` for losses with extra dimensions (per token); default: mean
             over the non-batch dimensions.
         score_mode: ``"eval"`` (BatchNorm uses running stats, dropout off) or ``"train"`` (batch statistics and
-            dropout, with every buffer restored afterwards). Default ``"eval"``.
+            dropout drawn from a seeded stream of its own, with every buffer restored afterwards). Default ``"eval"``.
         scale_factor: in (0, 1]; below 1 the inputs (3, 4 or 5 dims) are downsampled for scoring only. Default 1.
         autocast_dtype: run the pass under ``torch.autocast`` with this dtype; None disables. Default None.
     """
@@ -159,9 +188,16 @@ class Scorer:
         return F.interpolate(inputs, scale_factor=self.scale_factor, mode=_INTERPOLATION[inputs.dim()])
 
     def __call__(
-        self, model: nn.Module, inputs: Any, targets: Any, batch_size: int, device: torch.device
+        self,
+        model: nn.Module,
+        inputs: Any,
+        targets: Any,
+        batch_size: int,
+        device: torch.device,
+        seed: int | None = None,
     ) -> torch.Tensor:
-        """Per-sample losses, shape (batch_size,), float32, on ``device``."""
+        """Per-sample losses, shape (batch_size,), float32 (float64 for a float64 loss), on ``device``; ``seed``
+        seeds train-mode dropout."""
         inputs = self._downsample(self._prepare(inputs, device, "inputs"))
         targets = self._prepare(targets, device, "targets")
         autocast = (
@@ -169,10 +205,23 @@ class Scorer:
             if self.autocast_dtype is not None
             else contextlib.nullcontext()
         )
-        with torch.no_grad(), scoring_mode(model, self.score_mode, device), autocast:
+        with torch.no_grad(), scoring_mode(model, self.score_mode, device, seed), autocast:
             outputs = self.forward(model, inputs) if self.forward is not None else model(inputs)
-            losses = self.loss_fn(outputs, targets)
+            losses = self._loss(outputs, targets)
             return self._per_sample(losses, targets, batch_size)
+
+    def _loss(self, outputs: Any, targets: Any) -> Any:
+        try:
+            return self.loss_fn(outputs, targets)
+        except (TypeError, AttributeError, ValueError, RuntimeError) as error:
+            if isinstance(outputs, torch.Tensor):
+                raise
+            hook = "the forward= hook returns" if self.forward is not None else "the model returned"
+            raise TypeError(
+                f"loss_fn failed on what {hook}, a {type(outputs).__name__} rather than a tensor ({error}): if the "
+                "model returns several outputs, such as (logits, aux) or a ModelOutput, pass "
+                "forward=lambda m, x: m(x)[0] (or m(x).logits) so that the loss gets the logits"
+            ) from error
 
     def _per_sample(self, losses: Any, targets: Any, batch_size: int) -> torch.Tensor:
         if not isinstance(losses, torch.Tensor):
@@ -187,4 +236,7 @@ class Scorer:
             if not isinstance(losses, torch.Tensor) or tuple(losses.shape) != (batch_size,):
                 shape = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses).__name__
                 raise ValueError(f"reduce returned {shape}, expected one loss per sample ({batch_size},)")
-        return losses.detach().to(torch.float32)
+        losses = losses.detach()
+        # float32 at least (autocast may give half precision); float64 stays float64, so that losses differing only
+        # in float64 (1 + k * 1e-12) are ranked in their own order
+        return losses if losses.dtype == torch.float64 else losses.to(torch.float32)

@@ -10,8 +10,9 @@ from torch import nn
 
 from . import _batch
 from .cache import LossCache
+from .policies import keep_count
 from .registry import resolve_policy
-from .scoring import ScoreContext, Scorer
+from .scoring import ScoreContext, Scorer, dropout_seed
 from .stats import StatsTracker
 
 __all__ = ["NAN_POLICIES", "Kept", "Selector", "make_generator"]
@@ -95,6 +96,14 @@ class Selector:
             raise TypeError(f"cache must be a sbdata.LossCache or None, got {type(cache).__name__}")
         if cache is not None and id_key is None:
             raise ValueError("cache= needs id_key= naming the per-sample id field (e.g. 'index' or '__key__')")
+        if device.type == "meta" and not isinstance(generator, torch.Generator):  # a Generator: make_generator names it
+            raise ValueError(
+                "the model's parameters are on the meta device (no data), so sbdata cannot tell where to score: "
+                "pass device= naming the device its forward takes inputs on (e.g. device='cuda:0' for a model "
+                "dispatched with offloading), with forward=lambda m, x: ... if it needs a custom call; a model built "
+                "on meta (torch.device('meta'), init_empty_weights) must be materialised first "
+                "(model.to_empty(device=...), then load its weights)"
+            )
         self.model = model
         self.scorer = scorer
         self.keep = keep
@@ -140,10 +149,11 @@ class Selector:
         """Select from ``batch`` (``n`` samples on the scoring device; ``ids`` read before the move)."""
         self.tracker.sb_steps += 1
         inputs, targets = self.split(batch)
-        losses = self._score(inputs, targets, n, ids, now)
+        seed = dropout_seed(self.generator.initial_seed(), step)  # train-mode dropout: a stream of this step's own
+        losses = self._score(inputs, targets, n, ids, now, seed)
         context = ScoreContext(
             inputs, targets, ids, n, self.device,
-            score=lambda other: self.scorer(other, inputs, targets, n, self.device),
+            score=lambda other: self.scorer(other, inputs, targets, n, self.device, seed),
         )  # fmt: skip
         scores = self.policy.adjust(losses, context)
         candidates, scores = self._screen(scores, step)
@@ -160,16 +170,32 @@ class Selector:
             selection = self.policy.select(scores, self.keep, self.generator)
         else:
             selection = self.policy.select_global(scores, self.keep, self.generator, *population)
+        self._check_contract(selection, scores.shape[0])
         self.tracker.record_selection(losses, selection.index)
         index = selection.index if candidates is None else candidates.index_select(0, selection.index)
         ratio = selection.expected / selection.prob if self.return_weights else None
         return Kept(_batch.select(batch, index), index.shape[0], ratio, scores.shape[0], selection.expected)
 
-    def _score(self, inputs: Any, targets: Any, n: int, ids: Any, now: int) -> torch.Tensor:
+    def _check_contract(self, selection: Any, n: int) -> None:
+        """Hold a policy to what it declared (host-side shapes only: no synchronisation)."""
+        if self.return_weights and selection.prob is None:
+            raise TypeError(
+                f"return_weights=True needs each kept sample's inclusion probability, but {self.policy!r} returned "
+                "Selection.prob=None although it declares weighted=True: return the probabilities in "
+                "Selection(index, prob, expected), or declare weighted = False"
+            )
+        if self.policy.fixed_count and selection.index.shape[0] != keep_count(self.keep, n):
+            raise ValueError(
+                f"{self.policy!r} declares fixed_count=True but kept {selection.index.shape[0]} of {n} samples, not "
+                f"keep_count(keep={self.keep}, {n}) = {keep_count(self.keep, n)}: declare fixed_count = False for a "
+                "policy whose count varies (ranks under torch.distributed agree on batch counts through it)"
+            )
+
+    def _score(self, inputs: Any, targets: Any, n: int, ids: Any, now: int, seed: int) -> torch.Tensor:
         """Per-sample losses of the live model: scored, or taken from the cache where still fresh."""
         if self.cache is None:
             self.tracker.samples_scored += n
-            return self.scorer(self.model, inputs, targets, n, self.device)
+            return self.scorer(self.model, inputs, targets, n, self.device, seed)
         known = self.cache.lookup(ids, now)
         stale = known.stale.shape[0]
         self.tracker.samples_scored += stale
@@ -177,12 +203,12 @@ class Selector:
         if stale == 0 and self.lockstep is None:  # in lockstep every rank scores, if only zero samples (FSDP)
             return known.losses
         if stale == n:
-            fresh = self.scorer(self.model, inputs, targets, n, self.device)
+            fresh = self.scorer(self.model, inputs, targets, n, self.device, seed)
         else:
             sub_inputs, sub_targets = _batch.select(inputs, known.stale), _batch.select(targets, known.stale)
-            fresh = self.scorer(self.model, sub_inputs, sub_targets, stale, self.device)
+            fresh = self.scorer(self.model, sub_inputs, sub_targets, stale, self.device, seed)
         self.cache.store(known, fresh, now)
-        return known.losses.index_copy(0, known.stale, fresh)
+        return known.losses.to(fresh.dtype).index_copy(0, known.stale, fresh)  # cached: float32
 
     def _screen(self, scores: torch.Tensor, step: int) -> tuple[torch.Tensor | None, torch.Tensor]:
         finite = torch.isfinite(scores)

@@ -23,8 +23,10 @@ class SBStats:
         samples_reused: samples of SB steps whose loss came from the cache instead of a forward.
         samples_kept: samples selection kept on SB steps.
         samples_yielded: samples handed to the training loop (plain batches whole, plus kept samples emitted).
-        mean_loss_kept: mean scoring loss of the kept samples (nan before the first SB step).
-        mean_loss_dropped: mean scoring loss of the dropped samples (nan before any sample is dropped).
+        mean_loss_kept: mean scoring loss of the kept samples with a finite loss (nan before there is one).
+        mean_loss_dropped: mean scoring loss of the dropped samples with a finite loss (nan before there is one).
+            Non-finite losses (kept as the hardest under ``nan_policy="keep"``) are left out of both means and their
+            counts, so one NaN does not make the means NaN for the rest of the run.
         scoring_seconds: host wall-clock seconds spent in scoring and selection. On an accelerator this is launch
             time, not device time, since no synchronisation is forced.
     """
@@ -78,10 +80,14 @@ class StatsTracker:
         self.samples_seen = self.samples_scored = self.samples_reused = self.samples_kept = self.samples_yielded = 0
         self.scoring_seconds = 0.0
         self._candidates = 0  # samples selection ranked (finite ones under nan_policy='drop')
-        self._loss_sums: torch.Tensor | None = None  # [kept, all candidates], float64
+        # finite losses only: [kept sum, all sum, kept count, all count], float64 on the scoring device
+        self._loss_sums: torch.Tensor | None = None
 
     def record_selection(self, losses: torch.Tensor, index: torch.Tensor) -> None:
-        sums = torch.stack([losses.index_select(0, index).sum(), losses.sum()])  # [kept, all]
+        finite = torch.isfinite(losses)
+        clean = torch.where(finite, losses, torch.zeros_like(losses))
+        kept, kept_finite = clean.index_select(0, index), finite.index_select(0, index)
+        sums = torch.stack([kept.sum(), clean.sum(), kept_finite.sum().to(clean.dtype), finite.sum().to(clean.dtype)])
         if self._loss_sums is None:
             self._loss_sums = sums.to(torch.float64)
         else:
@@ -99,12 +105,12 @@ class StatsTracker:
         self._candidates, self._loss_sums = saved[-2], saved[-1]
 
     def snapshot(self) -> SBStats:
-        kept_sum, all_sum = (0.0, 0.0) if self._loss_sums is None else self._loss_sums.tolist()
+        kept_sum, all_sum, kept, seen = [0.0] * 4 if self._loss_sums is None else self._loss_sums.tolist()
         dropped_sum = all_sum - kept_sum
-        dropped = self._candidates - self.samples_kept
+        dropped = seen - kept
         return SBStats(
             **{name: getattr(self, name) for name in self._COUNTERS},
-            mean_loss_kept=kept_sum / self.samples_kept if self.samples_kept else math.nan,
+            mean_loss_kept=kept_sum / kept if kept else math.nan,
             mean_loss_dropped=dropped_sum / dropped if dropped else math.nan,
             scoring_seconds=self.scoring_seconds,
         )
@@ -121,4 +127,7 @@ class StatsTracker:
             setattr(self, name, int(state[name]))
         self.scoring_seconds = float(state["scoring_seconds"])
         self._candidates = int(state["candidates"])
-        self._loss_sums = None if state["loss_sums"] is None else state["loss_sums"].clone()
+        sums = state["loss_sums"]
+        if sums is not None and sums.shape[0] == 2:  # saved before the finite counts were kept: all were finite
+            sums = torch.cat([sums, sums.new_tensor([self.samples_kept, self._candidates])])
+        self._loss_sums = None if sums is None else sums.clone()

@@ -105,3 +105,61 @@ def test_to_device_moves_tensors_only():
 def test_as_tensor_refuses_object_arrays():
     with pytest.raises(TypeError, match="dtype object"):
         _batch.as_tensor(np.array([{}, {}], dtype=object), torch.device("cpu"), "inputs")
+
+
+# ----------------------------------------------------------------- columns: per-sample lists subset as a whole
+COLUMNS = {
+    "dicts": [{"id": i, "tags": ["a"] * i} for i in range(4)],
+    "lists": [[i] * (i + 1) for i in range(4)],
+    "strings": ("s0", "s1", "s2", "s3"),
+    "nones": [None, None, None, None],
+    "scalar_tensors": [torch.tensor(float(i)) for i in range(4)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(COLUMNS))
+def test_a_list_without_tensors_is_one_column_subset_as_a_whole(name):
+    column = COLUMNS[name]
+    batch = (torch.arange(4), torch.arange(4) * 10, column)
+    assert _batch.batch_size(batch) == 4
+    out = _batch.select(batch, torch.tensor([1, 3]))
+    assert out[0].tolist() == [1, 3] and type(out[2]) is type(column)
+    assert list(out[2]) == [column[1], column[3]]  # whole items, never cut inside
+    joined = _batch.concat([_batch.take(batch, 0, 1), _batch.take(batch, 1, 4)])
+    assert list(joined[2]) == list(column) and joined[0].tolist() == [0, 1, 2, 3]
+
+
+def test_a_list_of_lists_with_batch_size_rows_inside_is_still_a_column():
+    batch = {"x": torch.arange(3), "spans": [[1, 2, 3], [4, 5, 6], [7, 8, 9]]}  # inner lists of length B too
+    out = _batch.select(batch, torch.tensor([2]))
+    assert out["spans"] == [[7, 8, 9]] and out["x"].tolist() == [2]
+
+
+def test_a_column_of_the_wrong_length_is_a_size_mismatch():
+    with pytest.raises(ValueError, match=r"batch\[0\] has 4 samples but batch\[2\] has 3.*column"):
+        _batch.batch_size((torch.zeros(4), torch.zeros(4), [{"id": 0}, {"id": 1}, {"id": 2}]))
+
+
+def test_a_list_of_tensors_is_a_group_of_fields_even_when_its_length_is_the_batch_size():
+    x1, x2 = torch.arange(2), torch.arange(2) * 10  # default_collate's [[x1, x2], y] with B == len([x1, x2])
+    batch = [[x1, x2], torch.arange(2) * 100, [{"id": 0}, {"id": 1}]]
+    out = _batch.select(batch, torch.tensor([1]))
+    assert out[0][0].tolist() == [1] and out[0][1].tolist() == [10] and out[2] == [{"id": 1}]
+    # read the same way once subset and joined (the pool), whatever the pieces' sizes
+    pieces = [_batch.select(batch, torch.tensor([1])), _batch.select(batch, torch.tensor([0, 1]))]
+    joined = _batch.concat(pieces)
+    assert joined[0][0].tolist() == [1, 0, 1] and joined[2] == [{"id": 1}, {"id": 0}, {"id": 1}]
+
+
+def test_per_sample_tensors_of_different_lengths_in_a_list_are_refused_naming_the_fix():
+    batch = (torch.zeros(3), torch.zeros(3), [torch.zeros(5), torch.zeros(2), torch.zeros(7)])
+    with pytest.raises(ValueError, match=r"but batch\[2\]\[0\] has 5.*group of fields.*numpy object array"):
+        _batch.batch_size(batch)
+
+
+def test_a_batch_without_tensors_is_one_column_of_records():
+    records = [{"text": f"t{i}", "label": i} for i in range(4)]
+    assert _batch.batch_size(records) == 4
+    assert _batch.select(records, torch.tensor([0, 2])) == [records[0], records[2]]
+    with pytest.raises(ValueError, match="split="):
+        _batch.default_split(records)

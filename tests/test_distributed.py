@@ -493,8 +493,8 @@ def scenario_webdataset(rank: int, shards: list[str]) -> dict[str, Any]:
     dataset = (
         wds.WebDataset(shards, nodesplitter=wds.split_by_node, workersplitter=wds.split_by_worker,
                        shardshuffle=False, empty_check=False)
-        .decode()
         .to_tuple("id.cls")
+        .map_tuple(int)  # the raw .cls bytes as an int: no decoder (WebDataset's defaults include pickle)
         .batched(4, collation_fn=collate)
     )  # fmt: skip
     sb = SBLoader(dataset, CollectiveOracle(table()), ce, keep=0.5, policy=LossHistory(history=32), batch_size=3)

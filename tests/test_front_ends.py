@@ -6,7 +6,9 @@ import sys
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 import webdataset as wds
+from torch import nn
 from torchdata.nodes import IterableWrapper, Loader
 
 from sbdata import LossHistory, SBLoader, Schedule
@@ -19,6 +21,7 @@ from tests.helpers import (
     ce,
     check_epoch_resume,
     decode_npy_cls,
+    expected_topk,
     ids_of,
     oracle_batch,
     write_oracle_shards,
@@ -152,3 +155,46 @@ def test_stage_over_numpy_batches_resumes_exactly_in_every_epoch(batch_size):
 
     reference = check_epoch_resume(make)
     assert isinstance(reference[0][0]["npy"], np.ndarray)  # numpy stays numpy through the checkpoint
+
+
+def column_batches():
+    """Oracle batches of 8 whose per-sample columns (WebDataset .json-style dicts, lists, strings, None) carry
+    each sample's id, so alignment with the kept rows can be checked exactly."""
+    batches = []
+    for start in (0, 8):
+        ids = list(range(start, start + 8))
+        x, y = oracle_batch(ids)
+        meta = [{"id": i, "boxes": [[i, i]] * 8} for i in ids]  # inner lists of length B are not cut
+        batches.append((x, y, meta, [[i] * 8 for i in ids], [f"k{i}" for i in ids], [None] * 8))
+    return batches
+
+
+@pytest.mark.parametrize("pooled", [False, True], ids=["unpooled", "pooled"])
+def test_per_sample_list_columns_stay_aligned_with_the_kept_rows_in_every_front_end(pooled):
+    options = {"keep": 0.5, **({"batch_size": 3} if pooled else {})}
+    batches = column_batches()
+    outputs = {
+        "SBLoader": list(SBLoader(batches, OracleModel(LOSSES), ce, **options)),
+        "SBSelector": list(Loader(SBSelector(IterableWrapper(batches), OracleModel(LOSSES), ce, **options))),
+        "sb_select": list(sb_select(OracleModel(LOSSES), ce, **options)(iter(batches))),
+    }
+    want = expected_topk(LOSSES, list(range(8)), 0.5) + expected_topk(LOSSES, list(range(8, 16)), 0.5)
+    for name, outs in outputs.items():
+        kept = [i for out in outs for i in ids_of(out)]
+        assert kept == want, name
+        for out in outs:
+            ids = ids_of(out)
+            assert [m["id"] for m in out[2]] == ids and all(len(m["boxes"]) == 8 for m in out[2]), name
+            assert out[3] == [[i] * 8 for i in ids] and out[4] == [f"k{i}" for i in ids], name
+            assert out[5] == [None] * len(ids), name
+
+
+def test_issue_reproduction_keeps_the_metadata_dicts_of_the_kept_rows():
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    model = nn.Linear(4, 3)
+    (out,) = SBLoader([(x, y, [{"id": i} for i in range(8)])], model, F.cross_entropy)
+    with torch.no_grad():
+        losses = F.cross_entropy(model(x), y, reduction="none").tolist()
+    want = expected_topk(losses, list(range(8)), 0.5)
+    assert [m["id"] for m in out[2]] == want and torch.equal(out[0], x[want]) and torch.equal(out[1], y[want])

@@ -1,4 +1,5 @@
 import random
+import re
 
 import numpy as np
 import pytest
@@ -88,7 +89,7 @@ def test_composer_errors():
         select_using_loss(torch.randn(4, 1, 8), y, model, ce, scale_factor=2)
     with pytest.raises(TypeError, match="loss_fn must be callable"):
         select_using_loss(x, y, model, "ce")
-    with pytest.raises(TypeError, match="does not accept reduction="):
+    with pytest.raises(TypeError, match=re.escape("must take a keyword argument `reduction`.")):  # Composer's phrase
         select_using_loss(x, y, model, lambda outputs, targets: outputs.sum())
     with pytest.raises(ValueError, match=r"keep must be in \(0, 1\]"):
         select_using_loss(x, y, model, ce, keep=0)
@@ -99,3 +100,48 @@ def test_plain_callable_model_is_accepted():
     oracle = OracleModel(LOSSES)
     kept_x, _ = select_using_loss(x, y, lambda inputs: oracle(inputs), ce, keep=0.5)
     assert kept_x.shape == (4, 1)
+
+
+def seeded_run(global_seed: int, calls: int = 6) -> list[list[int]]:
+    """Kept ids of ``calls`` select_using_loss calls without a generator in a loop seeded with ``global_seed``
+    whose training step draws from the global RNG (dropout, DataLoader shuffling), as a Composer run does."""
+    x, y = oracle_batch(range(16))
+    model = OracleModel(LOSSES)
+    torch.manual_seed(global_seed)
+    runs = []
+    for _ in range(calls):
+        state = torch.random.get_rng_state()
+        runs.append(ids_of(select_using_loss(x, y, model, ce, keep=0.25)))
+        assert torch.equal(torch.random.get_rng_state(), state)  # the global RNG is read, never consumed
+        torch.rand(3)  # the training step
+    return runs
+
+
+def test_select_using_loss_without_a_generator_repeats_a_globally_seeded_run():
+    first, again, other = seeded_run(3), seeded_run(3), seeded_run(4)
+    assert first == again
+    assert other != first
+    assert len({tuple(ids) for ids in first}) > 1
+
+
+def test_select_using_loss_without_a_generator_draws_anew_when_the_global_rng_is_idle():
+    x, y = oracle_batch(range(16))
+    torch.manual_seed(0)
+    kept = {tuple(ids_of(select_using_loss(x, y, OracleModel(LOSSES), ce, keep=0.25))) for _ in range(6)}
+    assert len(kept) > 1  # successive calls count, so they do not repeat one draw
+
+
+def test_select_using_loss_ranks_float64_losses_in_float64():
+    k = torch.arange(8, dtype=torch.float64)
+    order = torch.tensor([3, 7, 0, 5, 1, 6, 2, 4])  # sample i has loss 1 + order[i] * 1e-12
+
+    def loss(outputs, targets, reduction="none"):
+        return 1 + outputs[:, 0] * 1e-12  # distinct in float64, all 1.0 in float32
+
+    x = order.to(torch.float64)[:, None]
+    kept, _ = select_using_loss(x, k, nn.Identity(), loss, keep=1.0, generator=torch.Generator().manual_seed(0))
+    assert kept[:, 0].tolist() == order.tolist()  # keep=1 keeps all, in batch order
+    topk = list(sbdata.SBLoader([(x, k)], nn.Identity(), loss, keep=0.5))
+    assert topk[0][0][:, 0].tolist() == [7, 5, 6, 4]  # the four highest losses, not the first four (float32 ties)
+    ranks = sbdata.policies.rank_log_weights(1 + x[:, 0] * 1e-12, 0.5)
+    assert torch.argsort(ranks).tolist() == torch.argsort(order).tolist()

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from sbdata import RandomK, RankWeighted, TopK, keep_count
-from sbdata.policies import gumbel_top_k, rank_log_weights
+from sbdata import RandomK, RankWeighted, SBLoader, TopK, keep_count
+from sbdata.policies import Selection, SelectionPolicy, gumbel_top_k, rank_log_weights
 from sbdata.registry import POLICIES, resolve_policy
+from tests.helpers import OracleModel, ce, ids_of, oracle_batch
 
 
 def seeded(seed: int) -> torch.Generator:
@@ -152,3 +153,65 @@ def test_resolve_policy_errors():
 def test_stateless_policy_rejects_foreign_state():
     with pytest.raises(ValueError, match="stateless"):
         TopK().load_state_dict({"buffer": 1})
+
+
+# ----------------------------------------------------------------- the policy contract
+def define_above_mean(**declared):
+    """The 6-line custom policy of issue 10: keep the samples whose loss is above the batch mean."""
+    return type(
+        "AboveMean",
+        (SelectionPolicy,),
+        {
+            **declared,
+            "select": lambda self, scores, keep, generator: Selection(
+                torch.nonzero(scores > scores.mean()).squeeze(1), None, 0.5
+            ),
+        },
+    )
+
+
+def test_a_policy_that_does_not_declare_its_contract_is_refused_when_defined():
+    with pytest.raises(
+        TypeError, match=r"AboveMean must declare fixed_count and weighted.*keep_count.*Selection\.prob"
+    ):
+        define_above_mean()
+    with pytest.raises(TypeError, match=r"AboveMean must declare weighted \(.*inclusion probability"):
+        define_above_mean(fixed_count=False)
+
+
+def test_a_declared_variable_count_policy_works_unpooled_and_pooled():
+    policy_class = define_above_mean(fixed_count=False, weighted=False)
+    x, y = oracle_batch(range(8))
+    losses = [0.1, 3.0, 0.2, 2.5, 0.3, 0.4, 2.0, 0.5]  # mean 1.125: ids 1, 3, 6 are above it
+    (out,) = SBLoader([(x, y)], OracleModel(losses), ce, policy=policy_class())
+    assert ids_of(out) == [1, 3, 6]
+    pooled = list(SBLoader([(x, y)] * 3, OracleModel(losses), ce, policy=policy_class(), batch_size=4))
+    assert [ids_of(b) for b in pooled] == [[1, 3, 6, 1], [3, 6, 1, 3], [6]]
+
+
+def test_a_policy_that_breaks_its_declarations_is_named_at_the_batch():
+    x, y = oracle_batch(range(8))
+    losses = [0.1, 3.0, 0.2, 2.5, 0.3, 0.4, 2.0, 0.5]
+    weighted = define_above_mean(fixed_count=False, weighted=True)()
+    sb = SBLoader([(x, y)], OracleModel(losses), ce, policy=weighted, return_weights=True)
+    with pytest.raises(TypeError, match=r"Selection\.prob=None although it declares weighted=True"):
+        next(iter(sb))
+    fixed = define_above_mean(fixed_count=True, weighted=False)()
+    with pytest.raises(ValueError, match=r"declares fixed_count=True but kept 3 of 8 samples.*fixed_count = False"):
+        next(iter(SBLoader([(x, y)], OracleModel(losses), ce, policy=fixed)))
+
+
+def test_built_in_policies_declare_their_contract():
+    from sbdata import LossHistory, ReducibleLoss
+
+    declared = {
+        type(policy).__name__: (policy.fixed_count, policy.weighted)
+        for policy in (TopK(), RankWeighted(), RandomK(), LossHistory(), ReducibleLoss(torch.zeros(3), "rank"))
+    }
+    assert declared == {
+        "TopK": (True, False),
+        "RankWeighted": (True, True),
+        "RandomK": (True, True),
+        "LossHistory": (False, True),
+        "ReducibleLoss": (True, True),
+    }

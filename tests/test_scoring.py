@@ -9,7 +9,7 @@ from torch import nn
 
 from sbdata import SBLoader
 from sbdata.scoring import Scorer, per_sample_loss_fn
-from tests.helpers import OracleModel, ce, oracle_batch
+from tests.helpers import OracleModel, ce, ids_of, oracle_batch
 
 CPU = torch.device("cpu")
 
@@ -200,7 +200,9 @@ def test_loss_without_reduction_is_rejected_at_construction():
     def bad_loss(outputs, targets):
         return F.cross_entropy(outputs, targets)
 
-    with pytest.raises(TypeError, match="bad_loss does not accept reduction="):
+    with pytest.raises(
+        TypeError, match=r"bad_loss must take a keyword argument `reduction`\..*add a reduction parameter"
+    ):
         SBLoader([], OracleModel([1.0]), bad_loss)
 
 
@@ -241,3 +243,135 @@ def test_wrong_length_loss_is_an_error():
 def test_scorer_option_errors(kwargs, error, fragment):
     with pytest.raises(error, match=fragment):
         Scorer(F.cross_entropy, **kwargs)
+
+
+def spectral_model(new_api: bool) -> nn.Module:
+    torch.manual_seed(0)
+    norm = torch.nn.utils.parametrizations.spectral_norm if new_api else torch.nn.utils.spectral_norm
+    return nn.Sequential(norm(nn.Linear(8, 16)), nn.ReLU(), nn.Dropout(0.2), norm(nn.Linear(16, 3)))
+
+
+@pytest.mark.parametrize("new_api", [True, False], ids=["parametrizations", "hook"])
+def test_train_mode_scoring_restores_spectral_norm_buffers_bit_for_bit(new_api):
+    model = spectral_model(new_api).train()
+    before = {name: buffer.clone() for name, buffer in model.named_buffers()}
+    assert any(name.endswith("_u") for name in before)  # the power-iteration vectors a train forward updates
+    gen = torch.Generator().manual_seed(2)
+    batches = [(torch.randn(16, 8, generator=gen), torch.randint(0, 3, (16,), generator=gen)) for _ in range(3)]
+    out = list(SBLoader(batches, model, F.cross_entropy, keep=0.5, score_mode="train"))
+    assert len(out) == 3
+    for name, buffer in model.named_buffers():
+        assert torch.equal(buffer, before[name]), name
+
+
+def test_a_forward_that_rebinds_a_buffer_gets_the_original_back():
+    class Rebinding(OracleModel):
+        def forward(self, x):
+            self.table = self.table * 2  # a new tensor bound to the buffer's name
+            return super().forward(x)
+
+    model = Rebinding([1.0, 2.0, 3.0, 4.0])
+    table = model.table
+    list(SBLoader([oracle_batch(range(4))], model, ce, score_mode="train"))
+    assert model.table is table and table.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def dropout_batches():
+    gen = torch.Generator().manual_seed(4)
+    return [(torch.randn(32, 8, generator=gen), torch.randint(0, 3, (32,), generator=gen)) for _ in range(8)]
+
+
+def dropout_model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, 3))
+
+
+def test_train_mode_selection_does_not_depend_on_the_global_rng():
+    runs = []
+    for global_seed in (1, 2):
+        model = dropout_model()
+        torch.manual_seed(global_seed)
+        runs.append([y for _, y in SBLoader(dropout_batches(), model, F.cross_entropy, score_mode="train")])
+    assert all(torch.equal(a, b) for a, b in zip(*runs, strict=True))
+
+
+def test_train_mode_dropout_draws_a_new_mask_every_step():
+    model = dropout_model()
+    (x, y), *_ = dropout_batches()
+    selections = [out[1] for out in SBLoader([(x, y)] * 6, model, F.cross_entropy, keep=0.25, score_mode="train")]
+    assert any(not torch.equal(selections[0], other) for other in selections[1:])
+
+
+def test_train_mode_dropout_resumes_exactly_in_fresh_objects():
+    def make():
+        model = dropout_model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        return model, opt, SBLoader(dropout_batches(), model, F.cross_entropy, keep=0.5, score_mode="train")
+
+    def train(model, opt, x, y):  # deterministic (dropout off), so only scoring could tell the runs apart
+        model.eval()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+        model.train()
+
+    model, opt, sb = make()
+    torch.manual_seed(10)
+    reference, state = [], None
+    for x, y in sb:
+        reference.append(y.clone())
+        train(model, opt, x, y)
+        if len(reference) == 3:
+            state = copy.deepcopy((model.state_dict(), opt.state_dict(), sb.state_dict()))
+
+    model, opt, sb = make()
+    torch.manual_seed(99)  # a fresh process: another global RNG state (a shuffling DataLoader draws from it too)
+    model.load_state_dict(state[0])
+    opt.load_state_dict(state[1])
+    sb.load_state_dict(state[2])
+    tail = []
+    for x, y in sb:
+        tail.append(y.clone())
+        train(model, opt, x, y)
+    assert len(tail) == len(reference) - 3
+    assert all(torch.equal(a, b) for a, b in zip(tail, reference[3:], strict=True))
+
+
+def test_a_model_on_the_meta_device_names_the_fix():
+    with torch.device("meta"):
+        model = nn.Linear(4, 3)
+    with pytest.raises(ValueError, match=r"meta device.*pass device=.*forward=.*to_empty"):
+        SBLoader([oracle_batch(range(4))], model, ce)
+
+
+def test_an_offloaded_model_whose_parameters_read_as_meta_scores_with_device():
+    class Offloaded(nn.Module):  # a dispatched model: a meta placeholder first, real weights used in forward
+        def __init__(self, table):
+            super().__init__()
+            self.placeholder = nn.Parameter(torch.empty(3, device="meta"))
+            self.oracle = OracleModel(table)
+
+        def forward(self, x):
+            return self.oracle(x)
+
+    model = Offloaded([0.5, 2.0, 1.0, 3.0])
+    assert next(model.parameters()).device.type == "meta"
+    (out,) = SBLoader([oracle_batch(range(4))], model, ce, keep=0.5, device="cpu")
+    assert ids_of(out) == [1, 3]
+
+
+class TwoOutputs(OracleModel):
+    def forward(self, x):
+        return super().forward(x), x  # (logits, aux), like many models
+
+
+def test_a_model_that_returns_a_tuple_names_the_forward_hook():
+    sb = SBLoader([oracle_batch(range(4))], TwoOutputs([0.5, 2.0, 1.0, 3.0]), ce, keep=0.5)
+    with pytest.raises(
+        TypeError, match=r"model returned, a tuple rather than a tensor.*forward=lambda m, x: m\(x\)\[0\]"
+    ):
+        next(iter(sb))
+    fixed = SBLoader(
+        [oracle_batch(range(4))], TwoOutputs([0.5, 2.0, 1.0, 3.0]), ce, keep=0.5, forward=lambda m, x: m(x)[0]
+    )
+    assert ids_of(next(iter(fixed))) == [1, 3]

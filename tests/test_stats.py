@@ -2,7 +2,9 @@ import math
 
 import torch
 
+from sbdata import SBLoader
 from sbdata.stats import StatsTracker
+from tests.helpers import OracleModel, ce, ids_of, oracle_batch
 
 
 def test_snapshot_before_any_selection_has_nan_means():
@@ -24,3 +26,32 @@ def test_record_selection_and_state_round_trip():
     assert other.snapshot() == snap
     assert snap.as_dict()["backprop_fraction"] == 0.5
     assert snap.postfix() == {"bp": "0.50", "kept_loss": "3.500", "dropped_loss": "1.500"}
+
+
+def test_non_finite_losses_are_left_out_of_the_means():
+    tracker = StatsTracker()
+    nan, inf = float("nan"), float("inf")
+    tracker.record_selection(torch.tensor([1.0, nan, 3.0, 4.0, inf]), torch.tensor([1, 3, 4]))  # kept: nan, 4, inf
+    tracker.record_selection(torch.tensor([2.0, 6.0]), torch.tensor([1]))
+    snap = tracker.snapshot()
+    assert snap.samples_kept == 4
+    assert snap.mean_loss_kept == (4.0 + 6.0) / 2 and snap.mean_loss_dropped == (1.0 + 3.0 + 2.0) / 3
+
+
+def test_a_state_saved_before_finite_counts_loads():
+    tracker = StatsTracker()
+    tracker.record_selection(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([2, 3]))
+    state = tracker.state_dict()
+    state["loss_sums"] = state["loss_sums"][:2]  # the older [kept sum, all sum] layout
+    other = StatsTracker()
+    other.load_state_dict(state)
+    assert other.snapshot() == tracker.snapshot()
+
+
+def test_nan_policy_keep_keeps_the_stats_finite_for_the_rest_of_the_run():
+    losses = [0.5, float("nan"), 2.0, 1.0, 0.25, 3.0, 1.5, 0.75]
+    batches = [oracle_batch(range(4)), oracle_batch(range(4, 8))]
+    sb = SBLoader(batches, OracleModel(losses), ce, keep=0.5, nan_policy="keep")
+    assert [ids_of(out) for out in sb] == [[1, 2], [5, 6]]  # the NaN sample is kept as the hardest
+    stats = sb.stats
+    assert stats.mean_loss_kept == (2.0 + 3.0 + 1.5) / 3 and stats.mean_loss_dropped == (0.5 + 1.0 + 0.25 + 0.75) / 4
