@@ -6,30 +6,38 @@ Front ends (:class:`~sbdata.SBLoader`, :class:`~sbdata.SBCollator`, ``sbdata.nod
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch import nn
 
-from . import _batch
+from ._clock import PassClock
+from ._intake import Intake, model_device
+from ._options import (
+    ForwardFn,
+    IdKey,
+    LossFn,
+    NanPolicy,
+    PolicyArg,
+    ReduceFn,
+    ScoreMode,
+    SplitFn,
+    SyncMode,
+    check_engine_options,
+    check_fingerprint,
+    fingerprint,
+)
 from ._output import Output
-from ._state import decode, encode
 from .cache import LossCache
 from .distributed import in_job, joined_late, make_lockstep, scoring_module
+from .policies import SelectionPolicy
 from .schedule import Schedule
 from .scoring import Scorer
 from .selector import Selector
 from .stats import SBStats, StatsTracker
 
 __all__ = ["SelectionEngine"]
-
-
-def _model_device(model: nn.Module) -> torch.device:
-    for tensor in (*model.parameters(), *model.buffers()):
-        return tensor.device
-    return torch.device("cpu")
 
 
 class SelectionEngine:
@@ -43,80 +51,39 @@ class SelectionEngine:
     Args:
         model: the live ``nn.Module`` being trained (scored in place, never copied).
         loss_fn: per-sample loss, called as ``loss_fn(outputs, targets, reduction='none')``, or a loss module.
-        keep: share of each SB batch to keep, in (0, 1]. Default 0.5. For ``"history"`` it sets
-            ``beta = 1/keep - 1``.
-        policy: ``"topk"``, ``"rank"``, ``"random"``, ``"history"`` or a :class:`SelectionPolicy`. Default ``"topk"``.
-        schedule: a :class:`Schedule`; None selects on every batch. Default None.
-        scale_factor: downsampling of the inputs for scoring only, in (0, 1]. Default 1.
-        device: scoring device; None uses the model's. Tensor fields are moved there. Default None.
-        score_mode: ``"eval"`` or ``"train"`` (batch statistics, buffers restored). Default ``"eval"``.
-        autocast_dtype: dtype for ``torch.autocast`` around the scoring pass; None disables. Default None.
-        split: ``split(batch) -> (inputs, targets)``; default takes a 2-sequence or ``input``/``target`` keys.
-        forward: ``forward(model, inputs) -> outputs``; default ``model(inputs)``.
-        reduce: ``reduce(losses, targets) -> (B,)`` for losses with extra dims; default mean over them.
-        generator: ``torch.Generator`` on the scoring device, or an int seed; None seeds 0 (under
-            ``torch.distributed``, the rank, so that ranks draw independently). Default None.
-        nan_policy: for non-finite losses, ``"raise"`` (naming the positions; reads one flag per SB step),
-            ``"drop"`` (never keep them; one sync) or ``"keep"`` (treat them as the hardest; no sync).
-            Default ``"raise"``.
-        batch_size: emit SB batches of exactly this many samples through a pool; None emits each subset as it
-            is. Default None.
-        drop_last: with ``batch_size``, drop the short last batch of an epoch. Default False.
-        return_weights: emit ``(batch, weights)`` where ``(weights * per_sample_loss).sum()`` estimates the
-            candidates' mean loss without bias; not available with ``"topk"``. Default False.
-        id_key: where a batch keeps per-sample ids (a mapping key, a tuple position or ``callable(batch)``),
-            needed by id-keyed policies and the cache. Default None.
-        cache: a :class:`~sbdata.LossCache`: samples whose cached loss is fresh skip the scoring forward; needs
-            ``id_key``. Default None.
-        sync: under ``torch.distributed``, ``"local"`` (each rank ranks its own batch) or ``"global"`` (ranks'
-            policies see every rank's candidate scores; each still keeps its own share). Default ``"local"``.
-            See ``docs/distributed.md``.
-        process_group: the ranks that train together; None is the default group. With an initialised group of
-            more than one rank, the engine runs in lockstep with them. Default None.
+        **options: the keyword options, each with its type, meaning and default in
+            :class:`~sbdata.EngineOptions` (``keep``, ``policy``, ``schedule``, ``batch_size``, ``cache``, ...).
     """
 
     def __init__(
         self,
         model: nn.Module,
-        loss_fn: Any,
+        loss_fn: LossFn,
         *,
         keep: float | None = None,
-        policy: Any = "topk",
+        policy: PolicyArg = "topk",
         schedule: Schedule | None = None,
         scale_factor: float = 1.0,
         device: torch.device | str | None = None,
-        score_mode: str = "eval",
+        score_mode: ScoreMode = "eval",
         autocast_dtype: torch.dtype | None = None,
-        split: Callable[[Any], tuple[Any, Any]] | None = None,
-        forward: Callable[[nn.Module, Any], Any] | None = None,
-        reduce: Callable[[torch.Tensor, Any], torch.Tensor] | None = None,
+        split: SplitFn | None = None,
+        forward: ForwardFn | None = None,
+        reduce: ReduceFn | None = None,
         generator: torch.Generator | int | None = None,
-        nan_policy: str = "raise",
+        nan_policy: NanPolicy = "raise",
         batch_size: int | None = None,
         drop_last: bool = False,
         return_weights: bool = False,
-        id_key: str | int | Callable[[Any], Any] | None = None,
+        id_key: IdKey | None = None,
         cache: LossCache | None = None,
-        sync: str = "local",
+        sync: SyncMode = "local",
         process_group: Any = None,
     ) -> None:
-        if not isinstance(model, nn.Module):
-            raise TypeError(f"model must be the torch.nn.Module being trained, got {type(model).__name__}")
-        keep_given = keep is not None
-        keep = 0.5 if keep is None else keep
-        if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep <= 1:
-            raise ValueError(f"keep must be in (0, 1] (the share of each batch to train on), got {keep!r}")
-        if schedule is not None and not callable(getattr(schedule, "is_active", None)):
-            raise TypeError(f"schedule must be a sbdata.Schedule or None, got {type(schedule).__name__}")
-        if batch_size is not None and (
-            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
-        ):
-            raise ValueError(f"batch_size must be an int >= 1 (samples per output batch) or None, got {batch_size!r}")
-        if drop_last and batch_size is None:
-            raise ValueError("drop_last=True applies to the pooled path only: pass batch_size= as well, or drop it")
+        keep, keep_given = check_engine_options(model, keep, schedule, batch_size, drop_last)
         self.model = model
         self.schedule = schedule if schedule is not None else Schedule()
-        self.device = torch.device(device) if device is not None else _model_device(model)
+        self.device = torch.device(device) if device is not None else model_device(model)
         self._lockstep = make_lockstep(sync, process_group, self.device)
         self._built_in_job = in_job()
         self.tracker = StatsTracker()
@@ -131,7 +98,7 @@ class SelectionEngine:
         self.selector = Selector(
             scoring_module(model),
             scorer,
-            keep=float(keep),
+            keep=keep,
             keep_given=keep_given,
             policy=policy,
             device=self.device,
@@ -145,54 +112,41 @@ class SelectionEngine:
             tracker=self.tracker,
             lockstep=self._lockstep,
         )
-        self.policy = self.selector.policy
+        self.policy: SelectionPolicy = self.selector.policy
         self.batch_size = batch_size
         self.drop_last = bool(drop_last)
         self.return_weights = self.selector.return_weights
-        first = next(model.parameters(), None)
-        self._anchored = first is not None and first.device == self.device  # guard only what was true at the start
-        self._device_checked = False
         self.output = Output(batch_size, self.drop_last, self.return_weights, self.device)
         self.pool = self.output.pool
-        self._step = 0
-        self._epoch_step = 0
-        self._epochs_begun = 0
-        self._pending: Any = None  # a loader batch taken from the source whose processing raised
-        self._pass_finished = False  # the current pass has told its consumer it ended (StopIteration)
-        self._restored = False  # a state was loaded and no pass has started since
-        self._pass = 0  # which pass iterators belong to: a new pass ends the older ones
+        self._clock = PassClock()
+        self._intake = Intake(model, self.device, self.schedule, self.selector, self.output, self.tracker, self._clock)
 
     # ----------------------------------------------------------------- clock
     @property
     def step(self) -> int:
         """Loader batches consumed over all epochs (the schedule's clock)."""
-        return self._step
+        return self._clock.step
 
     @property
     def epoch_step(self) -> int:
         """Loader batches consumed in the current epoch."""
-        return self._epoch_step
+        return self._clock.epoch_step
 
     @property
     def epoch(self) -> int:
         """Index of the current epoch, from 0 (epochs are counted by :meth:`begin_epoch`)."""
-        return max(0, self._epochs_begun - 1)
+        return self._clock.epoch
 
     @property
     def source_position(self) -> int:
         """Loader batches taken from the current epoch's source: a source restarted from its beginning skips
         these to continue the epoch (a batch whose processing raised is held, and counted here)."""
-        return self._epoch_step + (self._pending is not None)
+        return self._clock.source_position
 
     @property
     def source_ended(self) -> bool:
         """Whether the current epoch's source has run out (anything still held is yielded without asking it)."""
         return self.output.source_ended
-
-    @property
-    def mid_epoch(self) -> bool:
-        """Whether the current epoch can still yield: its source has not run out, or batches are still held."""
-        return self.output.can_yield
 
     @property
     def stats(self) -> SBStats:
@@ -203,23 +157,16 @@ class SelectionEngine:
         """Samples held between loader batches: in the pool and in emitted batches not yet handed on."""
         return self.output.held_samples
 
-    # ----------------------------------------------------------------- passes
-    def _check_device(self) -> None:
-        anchor = next(self.model.parameters(), None)
-        if anchor is not None and self._anchored and anchor.device != self.device:
-            raise RuntimeError(
-                f"the model moved to {anchor.device} after the engine was built for {self.device}: build the "
-                "loader after model.to(device), or pass device="
-            )
-        self._device_checked = True
+    @property
+    def nan_policy(self) -> str:
+        """What the SB step does with non-finite losses: ``"raise"``, ``"drop"`` or ``"keep"``."""
+        return self.selector.nan_policy
 
+    # ----------------------------------------------------------------- passes
     def begin_epoch(self) -> None:
         """Start a fresh epoch: reset the in-epoch batch index and drop anything left from an abandoned epoch."""
-        self._device_checked = False
-        self._epochs_begun += 1
-        self._epoch_step = 0
-        self._pending = None
-        self._pass_finished = False
+        self._intake.device_checked = False
+        self._clock.begin_epoch()
         self.output.clear()
         if self._lockstep is not None:
             self._lockstep.begin_epoch()
@@ -232,7 +179,7 @@ class SelectionEngine:
     @property
     def continues_saved_epoch(self) -> bool:
         """Whether the next :meth:`start_pass` continues a loaded state's epoch (it had not ended)."""
-        return self._restored and not self._pass_finished
+        return self._clock.continues_saved_epoch
 
     def start_pass(self, source_restored: bool = False) -> bool:
         """Begin a pass over the source; every front end calls this once per pass, after any ``load_state_dict``.
@@ -247,13 +194,10 @@ class SelectionEngine:
         Returns:
             True when the pass continues the saved epoch, False when it starts a new one.
         """
-        continues = self._restored and (source_restored or not self._pass_finished)
-        self._restored = False
-        self._pass += 1
+        continues = self._clock.start_pass(source_restored)
         if not continues:
             self.begin_epoch()
         elif source_restored:
-            self._pass_finished = False
             self.output.source_ended = False
         return continues
 
@@ -268,20 +212,11 @@ class SelectionEngine:
         try:
             if self._lockstep is not None:
                 return self._lockstep.next_output(self, source)
-            while not len(self.output):
-                if self.output.source_ended:
-                    raise StopIteration
-                if self._pending is None:
-                    try:
-                        self._pending = next(source)
-                    except StopIteration:
-                        self.end_source()
-                        continue
-                self.push(self._pending)  # if this raises, the batch stays pending and uncounted
-                self._pending = None
+            if not self._intake.fill(source):
+                raise StopIteration
             return self.pop_output()
         except StopIteration:
-            self._pass_finished = True
+            self._clock.pass_finished = True
             raise
 
     def iterate(self, source: Iterator[Any]) -> Iterator[Any]:
@@ -291,21 +226,7 @@ class SelectionEngine:
             RuntimeError: when the generator is advanced after a newer pass started: two live iterators over one
                 engine would share it and each lose the other's batches.
         """
-        return self._iterate(source, self._pass)
-
-    def _iterate(self, source: Iterator[Any], owner: int) -> Iterator[Any]:
-        while True:
-            if owner != self._pass:
-                raise RuntimeError(
-                    "this iterator was ended because a new pass over the same selection engine started (another "
-                    "iter() or for loop over the SBLoader, or another call of the stage): finish or drop one "
-                    "iterator before starting the next, or build a second loader for a second concurrent stream"
-                )
-            try:
-                out = self.next_output(source)
-            except StopIteration:
-                return
-            yield out
+        return self._clock.iterate(self.next_output, source)
 
     def process(self, batch: Any) -> Any:
         """Consume one loader batch and return the one batch it yields (the unpooled path, e.g. a collate_fn).
@@ -318,6 +239,15 @@ class SelectionEngine:
         return self.pop_output()
 
     # ----------------------------------------------------------------- the driver protocol
+    def push(self, batch: Any, emit_empty: bool = False, active: bool | None = None) -> None:
+        """Consume one loader batch; whatever it completes is queued for :meth:`pop_output`.
+
+        In the unpooled path a batch from which nothing was kept emits nothing, unless ``emit_empty``. ``active``
+        overrides the schedule's decision (the lockstep passes the one all ranks agreed on); None asks it. The
+        batch is counted (clock and statistics) only once it has been processed: if scoring raises, it is not.
+        """
+        self._intake.push(batch, emit_empty, active)
+
     @property
     def outputs_ready(self) -> int:
         """Outputs queued and not yet handed on."""
@@ -331,57 +261,11 @@ class SelectionEngine:
 
     def end_source(self) -> None:
         """The epoch's source ran out: queue the pool's short rest (unless ``drop_last``)."""
-        self.output.end_source()
+        self._intake.end_source()
 
     def discard_outputs_beyond(self, count: int) -> None:
         """Drop the newest queued outputs until ``count`` remain (outputs another rank cannot match)."""
         self.output.discard_beyond(count)
-
-    # ----------------------------------------------------------------- one batch
-    def push(self, batch: Any, emit_empty: bool = False, active: bool | None = None) -> None:
-        """Consume one loader batch; whatever it completes is queued for :meth:`next_output`.
-
-        In the unpooled path a batch from which nothing was kept emits nothing, unless ``emit_empty``. ``active``
-        overrides the schedule's decision (the lockstep passes the one all ranks agreed on); None asks it. The
-        batch is counted (clock and statistics) only once it has been processed: if scoring raises, it is not.
-        """
-        if not self._device_checked:  # once per epoch: the check walks the model's parameters
-            self._check_device()
-        n = _batch.batch_size(batch)
-        if n is None:
-            raise ValueError(f"batch of type {type(batch).__name__} has no field with a batch dimension")
-        if active is None:
-            active = self.schedule.is_active(self._step, self._epoch_step)
-        if not active or n == 0:
-            batch = _batch.to_device(batch, self.device)
-            self.output.add_plain(batch, n)
-            self._count(n)
-            return
-        ids = self.selector.ids(batch)  # read before the move: host ids cost no sync
-        batch = _batch.to_device(batch, self.device)
-        saved = self.tracker.counters()
-        started = time.perf_counter()
-        try:
-            kept = self.selector(batch, n, ids, self._now(self._step + 1), self._step)
-        except BaseException:
-            self.tracker.restore_counters(saved)
-            raise
-        self.tracker.scoring_seconds += time.perf_counter() - started
-        self.output.add_kept(kept.subset, kept.count, kept.ratio, kept.expected, kept.candidates, emit_empty)
-        self._count(n)
-
-    def _count(self, n: int) -> None:
-        self._step += 1
-        self._epoch_step += 1
-        self.tracker.steps += 1
-        self.tracker.samples_seen += n
-
-    def _now(self, step: int | None = None) -> int:
-        """The cache's clock: the epoch, or the loader batch for ``LossCache(unit="step")``."""
-        cache = self.selector.cache
-        if cache is not None and cache.unit == "epoch":
-            return self.epoch
-        return self._step if step is None else step
 
     def observe(self, batch: Any, losses: torch.Tensor) -> None:
         """Record per-sample losses the training step computed for a yielded ``batch`` into the cache.
@@ -389,28 +273,12 @@ class SelectionEngine:
         ``losses`` is ``(B,)`` (e.g. ``F.cross_entropy(model(x), y, reduction="none")``); it is detached and kept on
         the device, so nothing synchronises. Samples so observed need no rescoring while fresh.
         """
-        self.selector.observe(batch, losses, self._now())
+        self.selector.observe(batch, losses, self._intake.now())
 
     # ----------------------------------------------------------------- state
     def options(self) -> dict[str, Any]:
         """The options a state depends on; :meth:`load_state_dict` refuses a state saved with others."""
-        policy = self.policy
-        base = getattr(policy, "base", None)
-        name = type(policy).__name__ + (f"({type(base).__name__})" if base is not None else "")
-        history = getattr(base if base is not None else policy, "history", None)
-        cache = self.selector.cache
-        layout = (
-            None
-            if cache is None
-            else (f"dense size={cache.size}" if cache.dense else f"keyed capacity={cache.capacity}")
-        )
-        return {
-            "policy": name,
-            "history": history if isinstance(history, int) else None,
-            "cache": layout,
-            "batch_size": self.batch_size,
-            "return_weights": self.return_weights,
-        }
+        return fingerprint(self.policy, self.selector.cache, self.batch_size, self.return_weights)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly: clock, generator, policy, pool, queued outputs and stats.
@@ -419,11 +287,7 @@ class SelectionEngine:
         """
         return {
             "options": self.options(),
-            "step": self._step,
-            "epoch_step": self._epoch_step,
-            "epochs_begun": self._epochs_begun,
-            "pass_finished": self._pass_finished,
-            "pending": None if self._pending is None else encode(self._pending, "pending loader batch"),
+            **self._clock.state_dict(),
             **self.selector.state_dict(),
             "output": self.output.state_dict(),
             "stats": self.tracker.state_dict(),
@@ -437,24 +301,11 @@ class SelectionEngine:
             ValueError: if the state was saved with other options (policy, history size, cache layout,
                 ``batch_size``, ``return_weights``), naming the one that differs.
         """
-        saved = state.get("options")
-        if saved is None:
-            raise ValueError("this is not a SelectionEngine state (it has no 'options'): pass the state_dict() of one")
-        for name, value in self.options().items():
-            if saved.get(name) != value:
-                raise ValueError(
-                    f"the state was saved with {name}={saved.get(name)!r} but this loader has {name}={value!r}: "
-                    f"build it with the same {name} to resume"
-                )
-        self._step = int(state["step"])
-        self._epoch_step = int(state["epoch_step"])
-        self._epochs_begun = int(state["epochs_begun"])
-        self._pass_finished = bool(state["pass_finished"])
-        self._pending = None if state["pending"] is None else decode(state["pending"])
-        self._device_checked = False
+        check_fingerprint(state.get("options"), self.options())
+        self._intake.device_checked = False
         self.selector.load_state_dict(state)
         self.output.load_state_dict(state["output"])
         self.tracker.load_state_dict(state["stats"])
         if self._lockstep is not None and state.get("lockstep") is not None:
             self._lockstep.load_state_dict(state["lockstep"])
-        self._restored = True
+        self._clock.load_state_dict(state)  # last: marks the state as loaded

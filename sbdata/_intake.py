@@ -1,0 +1,140 @@
+"""One loader batch into the engine: the schedule's decision, the device move, the SB step, the output, the count."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from . import _batch
+from ._clock import PassClock
+from ._output import Output
+from .schedule import Schedule
+from .selector import Selector
+from .stats import StatsTracker
+
+__all__ = ["Intake", "model_device"]
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """The device of the model's first parameter or buffer; the CPU for a model without either."""
+    for tensor in (*model.parameters(), *model.buffers()):
+        return tensor.device
+    return torch.device("cpu")
+
+
+class Intake:
+    """Processes one loader batch for a :class:`~sbdata.SelectionEngine` (its ``push``); see ``docs/design.md``.
+
+    Args:
+        model: the live model (watched only: if it leaves ``device`` after the engine was built there, the next
+            epoch's first batch raises, naming the fix).
+        device: the scoring device.
+        schedule: decides SB step or plain step from the clock.
+        selector: the SB step.
+        output: where plain batches and kept subsets go.
+        tracker: the statistics (steps, samples seen, scoring seconds).
+        clock: the engine's clock, counted here once a batch has been processed.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        device: torch.device,
+        schedule: Schedule,
+        selector: Selector,
+        output: Output,
+        tracker: StatsTracker,
+        clock: PassClock,
+    ) -> None:
+        self.model = model
+        self.device = device
+        self.schedule = schedule
+        self.selector = selector
+        self.output = output
+        self.tracker = tracker
+        self.clock = clock
+        first = next(model.parameters(), None)
+        self.anchored = first is not None and first.device == device  # guard only what was true at the start
+        self.device_checked = False  # checked once per epoch: the check walks the model's parameters
+
+    def check_device(self) -> None:
+        """Raise if the model moved away from the scoring device it was on when the engine was built."""
+        anchor = next(self.model.parameters(), None)
+        if anchor is not None and self.anchored and anchor.device != self.device:
+            raise RuntimeError(
+                f"the model moved to {anchor.device} after the engine was built for {self.device}: build the "
+                "loader after model.to(device), or pass device="
+            )
+        self.device_checked = True
+
+    def now(self, step: int | None = None) -> int:
+        """The cache's clock: the epoch, or the loader batch (``step``, default the clock's) for
+        ``LossCache(unit="step")``."""
+        cache = self.selector.cache
+        if cache is not None and cache.unit == "epoch":
+            return self.clock.epoch
+        return self.clock.step if step is None else step
+
+    def push(self, batch: Any, emit_empty: bool = False, active: bool | None = None) -> None:
+        """Consume one loader batch; see :meth:`~sbdata.SelectionEngine.push`."""
+        if not self.device_checked:
+            self.check_device()
+        n = _batch.batch_size(batch)
+        if n is None:
+            raise ValueError(f"batch of type {type(batch).__name__} has no field with a batch dimension")
+        if active is None:
+            active = self.schedule.is_active(self.clock.step, self.clock.epoch_step)
+        if not active or n == 0:
+            batch = _batch.to_device(batch, self.device)
+            self.output.add_plain(batch, n)
+            self._count(n)
+            return
+        ids = self.selector.ids(batch)  # read before the move: host ids cost no sync
+        batch = _batch.to_device(batch, self.device)
+        saved = self.tracker.counters()
+        started = time.perf_counter()
+        step = self.clock.step
+        try:
+            kept = self.selector(batch, n, ids, self.now(step + 1), step)
+        except BaseException:
+            self.tracker.restore_counters(saved)
+            raise
+        self.tracker.scoring_seconds += time.perf_counter() - started
+        self.output.add_kept(kept.subset, kept.count, kept.ratio, kept.expected, kept.candidates, emit_empty)
+        self._count(n)
+
+    def end_source(self) -> None:
+        """The epoch's source ran out: queue the pool's short rest (unless ``drop_last``)."""
+        self.output.end_source()
+
+    def fill(self, source: Iterator[Any]) -> bool:
+        """Push loader batches from ``source`` until an output is ready (the process's own driver loop).
+
+        A batch whose processing raises stays pending, uncounted, and is pushed first next time. When the source
+        runs out, :meth:`end_source` queues the pool's rest.
+
+        Returns:
+            Whether an output is ready; False once the source has ended and everything held was handed on.
+        """
+        clock = self.clock
+        while not len(self.output):
+            if self.output.source_ended:
+                return False
+            if clock.pending is None:
+                try:
+                    clock.pending = next(source)
+                except StopIteration:
+                    self.end_source()
+                    continue
+            self.push(clock.pending)  # if this raises, the batch stays pending and uncounted
+            clock.pending = None
+        return True
+
+    def _count(self, n: int) -> None:
+        self.clock.count()
+        self.tracker.steps += 1
+        self.tracker.samples_seen += n

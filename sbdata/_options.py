@@ -1,0 +1,183 @@
+"""The engine's keyword options: their types, the checks the engine makes itself, and a saved state's fingerprint.
+
+:class:`EngineOptions` lists every keyword option of :class:`~sbdata.SelectionEngine` with its type; the front ends
+take ``**options: Unpack[EngineOptions]``, so editors complete the options and type checkers check them. The
+options that a component owns are checked there (the loss and score options by ``Scorer``, the policy, ids and
+cache by the selection step, ``sync`` by ``make_lockstep``); :func:`check_engine_options` checks the rest.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, Literal, TypedDict
+
+import torch
+from torch import nn
+
+if sys.version_info >= (3, 11):
+    from typing import TypeAlias, Unpack
+else:  # pragma: no cover - Python 3.10
+    from typing import TypeAlias
+
+    from typing_extensions import Unpack
+
+from .cache import LossCache
+from .policies import SelectionPolicy
+from .schedule import Schedule
+
+__all__ = [
+    "EngineOptions",
+    "ForwardFn",
+    "IdKey",
+    "LossFn",
+    "NanPolicy",
+    "PolicyArg",
+    "PolicyName",
+    "ReduceFn",
+    "ScoreMode",
+    "SplitFn",
+    "SyncMode",
+    "Unpack",
+    "check_engine_options",
+    "check_fingerprint",
+    "fingerprint",
+]
+
+LossFn: TypeAlias = Callable[..., torch.Tensor] | nn.Module
+"""A per-sample loss: called as ``loss_fn(outputs, targets, reduction="none")``, or a loss module."""
+PolicyName: TypeAlias = Literal["topk", "rank", "random", "history"]
+"""The built-in policies by name (``sbdata.registry.POLICIES``)."""
+PolicyArg: TypeAlias = PolicyName | SelectionPolicy
+"""What ``policy=`` takes: a built-in policy's name or a :class:`~sbdata.SelectionPolicy` instance."""
+SplitFn: TypeAlias = Callable[[Any], tuple[Any, Any]]
+"""``split(batch) -> (inputs, targets)``."""
+ForwardFn: TypeAlias = Callable[[nn.Module, Any], Any]
+"""``forward(model, inputs) -> outputs``."""
+ReduceFn: TypeAlias = Callable[[torch.Tensor, Any], torch.Tensor]
+"""``reduce(losses, targets) -> (B,)`` per-sample losses."""
+IdKey: TypeAlias = str | int | Callable[[Any], Any]
+"""Where a batch keeps per-sample ids: a mapping key, a tuple position or ``callable(batch)``."""
+ScoreMode: TypeAlias = Literal["eval", "train"]
+NanPolicy: TypeAlias = Literal["raise", "drop", "keep"]
+SyncMode: TypeAlias = Literal["local", "global"]
+
+
+class EngineOptions(TypedDict, total=False):
+    """Every keyword option of :class:`~sbdata.SelectionEngine` and of each front end (the README's options table).
+
+    Attributes:
+        keep: share of each SB batch to keep, in (0, 1]. Default 0.5. For ``"history"`` it sets
+            ``beta = 1/keep - 1``.
+        policy: ``"topk"``, ``"rank"``, ``"random"``, ``"history"`` or a :class:`~sbdata.SelectionPolicy`.
+            Default ``"topk"``.
+        schedule: a :class:`~sbdata.Schedule`; None selects on every batch. Default None.
+        scale_factor: downsampling of the inputs for scoring only, in (0, 1]. Default 1.
+        device: scoring device; None uses the model's. Tensor fields are moved there. Default None.
+        score_mode: ``"eval"`` or ``"train"`` (batch statistics, buffers restored). Default ``"eval"``.
+        autocast_dtype: dtype for ``torch.autocast`` around the scoring pass; None disables. Default None.
+        split: ``split(batch) -> (inputs, targets)``; default takes a 2-sequence or ``input``/``target`` keys.
+        forward: ``forward(model, inputs) -> outputs``; default ``model(inputs)``.
+        reduce: ``reduce(losses, targets) -> (B,)`` for losses with extra dims; default mean over them.
+        generator: ``torch.Generator`` on the scoring device, or an int seed; None seeds 0 (under
+            ``torch.distributed``, the rank, so that ranks draw independently). Default None.
+        nan_policy: for non-finite losses, ``"raise"`` (naming the positions; reads one flag per SB step),
+            ``"drop"`` (never keep them; one sync) or ``"keep"`` (treat them as the hardest; no sync).
+            Default ``"raise"``.
+        batch_size: emit SB batches of exactly this many samples through a pool; None emits each subset as it
+            is. Default None.
+        drop_last: with ``batch_size``, drop the short last batch of an epoch. Default False.
+        return_weights: emit ``(batch, weights)`` where ``(weights * per_sample_loss).sum()`` estimates the
+            candidates' mean loss without bias; not available with ``"topk"``. Default False.
+        id_key: where a batch keeps per-sample ids (a mapping key, a tuple position or ``callable(batch)``),
+            needed by id-keyed policies and the cache. Default None.
+        cache: a :class:`~sbdata.LossCache`: samples whose cached loss is fresh skip the scoring forward; needs
+            ``id_key``. Default None.
+        sync: under ``torch.distributed``, ``"local"`` (each rank ranks its own batch) or ``"global"`` (ranks'
+            policies see every rank's candidate scores; each still keeps its own share). Default ``"local"``.
+            See ``docs/distributed.md``.
+        process_group: the ranks that train together; None is the default group. With an initialised group of
+            more than one rank, the engine runs in lockstep with them. Default None.
+    """
+
+    keep: float | None
+    policy: PolicyArg
+    schedule: Schedule | None
+    scale_factor: float
+    device: torch.device | str | None
+    score_mode: ScoreMode
+    autocast_dtype: torch.dtype | None
+    split: SplitFn | None
+    forward: ForwardFn | None
+    reduce: ReduceFn | None
+    generator: torch.Generator | int | None
+    nan_policy: NanPolicy
+    batch_size: int | None
+    drop_last: bool
+    return_weights: bool
+    id_key: IdKey | None
+    cache: LossCache | None
+    sync: SyncMode
+    process_group: Any  # a torch.distributed.ProcessGroup, or None for the default group
+
+
+def check_engine_options(model: Any, keep: Any, schedule: Any, batch_size: Any, drop_last: Any) -> tuple[float, bool]:
+    """Check the options the engine uses itself.
+
+    Returns:
+        ``(keep, keep_given)``: the share to keep (0.5 when ``keep`` is None) and whether the user set it.
+
+    Raises:
+        TypeError: for a model that is not an ``nn.Module`` or a schedule without ``is_active``.
+        ValueError: for ``keep`` outside (0, 1], a ``batch_size`` that is not an int >= 1, or ``drop_last``
+            without ``batch_size``.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be the torch.nn.Module being trained, got {type(model).__name__}")
+    keep_given = keep is not None
+    keep = 0.5 if keep is None else keep
+    if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep <= 1:
+        raise ValueError(f"keep must be in (0, 1] (the share of each batch to train on), got {keep!r}")
+    if schedule is not None and not callable(getattr(schedule, "is_active", None)):
+        raise TypeError(f"schedule must be a sbdata.Schedule or None, got {type(schedule).__name__}")
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be an int >= 1 (samples per output batch) or None, got {batch_size!r}")
+    if drop_last and batch_size is None:
+        raise ValueError("drop_last=True applies to the pooled path only: pass batch_size= as well, or drop it")
+    return float(keep), keep_given
+
+
+def fingerprint(
+    policy: SelectionPolicy, cache: LossCache | None, batch_size: int | None, return_weights: bool
+) -> dict[str, Any]:
+    """The options a saved state depends on: the policy (and a wrapped one), its history size, the cache layout,
+    ``batch_size`` and ``return_weights``."""
+    base = getattr(policy, "base", None)
+    name = type(policy).__name__ + (f"({type(base).__name__})" if base is not None else "")
+    history = getattr(base if base is not None else policy, "history", None)
+    layout = (
+        None if cache is None else (f"dense size={cache.size}" if cache.dense else f"keyed capacity={cache.capacity}")
+    )
+    return {
+        "policy": name,
+        "history": history if isinstance(history, int) else None,
+        "cache": layout,
+        "batch_size": batch_size,
+        "return_weights": return_weights,
+    }
+
+
+def check_fingerprint(saved: Any, current: dict[str, Any]) -> None:
+    """Refuse a state saved with other options than ``current`` (a :func:`fingerprint`).
+
+    Raises:
+        ValueError: if ``saved`` is missing (not an engine state) or an option differs, naming it.
+    """
+    if saved is None:
+        raise ValueError("this is not a SelectionEngine state (it has no 'options'): pass the state_dict() of one")
+    for name, value in current.items():
+        if saved.get(name) != value:
+            raise ValueError(
+                f"the state was saved with {name}={saved.get(name)!r} but this loader has {name}={value!r}: "
+                f"build it with the same {name} to resume"
+            )
