@@ -4,10 +4,18 @@ Wrap a loader so that it yields only the samples that still teach the model some
 
     loader = SBLoader(train_loader, model, F.cross_entropy, keep=0.5)
 
-The torchdata stage lives in ``sbdata.nodes`` and the WebDataset stage in ``sbdata.wds``; importing ``sbdata``
-imports neither library.
+API: the names in ``__all__`` below, and the modules ``sbdata.nodes`` (the torchdata stage ``SBSelector``),
+``sbdata.wds`` (the WebDataset stage ``sb_select`` / ``SelectStage``), ``sbdata.distributed`` (``Lockstep``, the
+lockstep driver under ``torch.distributed``) and ``sbdata.registry`` (``POLICIES``, the built-in policies by name).
+Importing ``sbdata`` imports neither torchdata nor webdataset.
+
+Internal, and free to change: every module whose name starts with an underscore, and ``selector`` (the SB step)
+and ``scoring``'s ``Scorer``; the other modules (``cache``, ``collate``, ``engine``, ``functional``, ``history``,
+``loader``, ``policies``, ``reducible``, ``schedule``, ``stats``) hold the public classes re-exported here. See
+``docs/design.md`` for the module map.
 """
 
+from ._options import EngineOptions, LossFn, PolicyArg
 from .cache import LossCache, with_index
 from .collate import SBCollator
 from .engine import SelectionEngine
@@ -17,13 +25,17 @@ from .loader import SBLoader
 from .policies import RandomK, RankWeighted, Selection, SelectionPolicy, TopK, keep_count
 from .reducible import ReducibleLoss
 from .schedule import Schedule
+from .scoring import ScoreContext
 from .stats import SBStats
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "EngineOptions",
     "LossCache",
+    "LossFn",
     "LossHistory",
+    "PolicyArg",
     "RandomK",
     "RankWeighted",
     "ReducibleLoss",
@@ -31,6 +43,7 @@ __all__ = [
     "SBLoader",
     "SBStats",
     "Schedule",
+    "ScoreContext",
     "Selection",
     "SelectionEngine",
     "SelectionPolicy",

@@ -8,8 +8,8 @@ from typing import Any
 import torch
 
 from . import _batch
+from ._pool import Pool
 from ._state import decode, encode
-from .pool import Pool
 
 __all__ = ["Output"]
 
@@ -26,7 +26,7 @@ class Output:
     - a pooled batch (full or the epoch's short rest): ``ratio / batch_size``.
 
     Args:
-        batch_size: samples per output batch through a :class:`~sbdata.pool.Pool`, or None (unpooled).
+        batch_size: samples per output batch through a :class:`~sbdata._pool.Pool`, or None (unpooled).
         drop_last: with ``batch_size``, drop the short rest at the end of the source instead of emitting it.
         return_weights: emit ``(batch, weights)`` pairs instead of batches.
         device: where plain batches' weights are made (the scoring device).

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.utils.data import default_collate
 
 from ._front import EngineFront
+from ._options import EngineOptions, LossFn, Unpack
 from ._placement import check_not_in_worker
 from .engine import SelectionEngine
 
@@ -33,9 +34,9 @@ class SBCollator(EngineFront):
     def __init__(
         self,
         model: torch.nn.Module,
-        loss_fn: Any,
-        collate_fn: Callable[[Sequence[Any]], Any] = default_collate,
-        **options: Any,
+        loss_fn: LossFn,
+        collate_fn: Callable[[list[Any]], Any] = default_collate,
+        **options: Unpack[EngineOptions],
     ) -> None:
         if not callable(collate_fn):
             raise TypeError(f"collate_fn must be callable, got {type(collate_fn).__name__}")
@@ -53,7 +54,7 @@ class SBCollator(EngineFront):
         self.collate_fn = collate_fn
         self.engine = SelectionEngine(model, loss_fn, **options)
 
-    def __call__(self, samples: Sequence[Any]) -> Any:
+    def __call__(self, samples: list[Any]) -> Any:
         check_not_in_worker(
             "SBCollator",
             "use num_workers=0 with SBCollator, or wrap the DataLoader in sbdata.SBLoader, which scores in the "

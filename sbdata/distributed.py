@@ -165,7 +165,7 @@ class Lockstep:
             engine.push(batch, active=bool(all_active) and low > 0)
         finally:
             self.round_max = None
-        same_count = engine.policy.fixed_count and engine.selector.nan_policy != "drop"
+        same_count = engine.policy.fixed_count and engine.nan_policy != "drop"
         static = same_count and (engine.pool is None or self.even)
         ready = engine.outputs_ready
         self.agreed = ready if static else self.reduce_min([ready])[0]

@@ -7,7 +7,10 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from torch import nn
+
 from ._front import EngineFront
+from ._options import EngineOptions, LossFn, Unpack
 from ._order import SamplerOrder
 from .engine import SelectionEngine
 
@@ -38,10 +41,8 @@ class SBLoader(EngineFront):
 
     Wraps a DataLoader, any iterable of batches, or a zero-argument factory returning a fresh iterator per epoch.
     Each pass over the SBLoader is one epoch of the wrapped loader. All selection options are those of
-    :class:`~sbdata.SelectionEngine` (keep, policy, schedule, scale_factor, device, score_mode, autocast_dtype,
-    split, forward, reduce, generator, nan_policy, batch_size, drop_last, return_weights, id_key, cache, sync,
-    process_group). Under ``torch.distributed`` every rank yields the same number of batches per epoch; see
-    ``docs/distributed.md``.
+    :class:`~sbdata.SelectionEngine`, listed with their types in :class:`~sbdata.EngineOptions`. Under
+    ``torch.distributed`` every rank yields the same number of batches per epoch; see ``docs/distributed.md``.
 
     State: :meth:`state_dict` may be taken between any two yielded batches, and loads with
     ``torch.load(..., weights_only=True)``. It holds the engine's state (step counter, schedule position, generator,
@@ -59,14 +60,18 @@ class SBLoader(EngineFront):
         loader: the batches to select from.
         model: the live model being trained.
         loss_fn: ``loss_fn(outputs, targets, reduction='none')`` or a loss module.
-        **options: keyword options of :class:`~sbdata.SelectionEngine`.
+        **options: keyword options of :class:`~sbdata.SelectionEngine` (see :class:`~sbdata.EngineOptions`).
     """
 
     LOADER_KEY = "loader"
     ORDER_KEY = "order"
 
     def __init__(
-        self, loader: Iterable[Any] | Callable[[], Iterable[Any]], model: Any, loss_fn: Any, **options: Any
+        self,
+        loader: Iterable[Any] | Callable[[], Iterable[Any]],
+        model: nn.Module,
+        loss_fn: LossFn,
+        **options: Unpack[EngineOptions],
     ) -> None:
         if not isinstance(loader, Iterable) and not callable(loader):
             raise TypeError(
@@ -97,7 +102,7 @@ class SBLoader(EngineFront):
         loader batch (no ``batch_size`` pool, a fixed-count policy, no ``nan_policy="drop"``)."""
         if self.engine.pool is not None or not self.engine.policy.fixed_count:
             raise TypeError("the number of batches is data-dependent with batch_size= or a variable-count policy")
-        if self.engine.selector.nan_policy == "drop":
+        if self.engine.nan_policy == "drop":
             raise TypeError(
                 "the number of batches is data-dependent with nan_policy='drop' (a batch with no finite loss "
                 "yields nothing): count the batches as you go, or use nan_policy='keep'"

@@ -18,7 +18,10 @@ try:
 except ImportError as error:
     raise ImportError('sbdata.nodes needs torchdata 0.11 (torchdata.nodes): pip install "sbdata[torchdata]"') from error
 
+from torch import nn
+
 from ._front import EngineFront
+from ._options import EngineOptions, LossFn, Unpack
 from ._placement import check_not_in_worker, check_thread
 from .engine import SelectionEngine
 
@@ -55,7 +58,13 @@ class SBSelector(BaseNode, EngineFront):
     SOURCE_KEY = "source"
 
     def __init__(
-        self, source: BaseNode, model: Any, loss_fn: Any, *, allow_other_threads: bool = False, **options: Any
+        self,
+        source: BaseNode,
+        model: nn.Module,
+        loss_fn: LossFn,
+        *,
+        allow_other_threads: bool = False,
+        **options: Unpack[EngineOptions],
     ) -> None:
         super().__init__()
         if not isinstance(source, BaseNode):

@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
+if TYPE_CHECKING:
+    from .scoring import ScoreContext
+
 __all__ = [
     "RandomK",
     "RankWeighted",
@@ -136,8 +139,9 @@ class SelectionPolicy:
         """Check the selection options once, at construction (``options``: the engine's ``Selector``, with ``keep``,
         ``keep_given``, ``return_weights``, ``id_key``, ``device``); raise ValueError on a misuse."""
 
-    def adjust(self, losses: torch.Tensor, context: Any) -> torch.Tensor:
-        """Turn per-sample losses into the scores the policy ranks (identity here)."""
+    def adjust(self, losses: torch.Tensor, context: ScoreContext) -> torch.Tensor:
+        """Turn per-sample losses into the scores the policy ranks (identity here); ``context`` is the scored batch
+        (inputs, targets, ids, and ``score(model)`` to score it with another model)."""
         return losses
 
     def select(self, scores: torch.Tensor, keep: float, generator: torch.Generator) -> Selection:

@@ -17,11 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from torch import nn
+
 from ._front import EngineFront
+from ._options import EngineOptions, LossFn, Unpack
 from ._placement import check_not_in_worker
 from .engine import SelectionEngine
 
-__all__ = ["SBSelect", "sb_select"]
+__all__ = ["SBSelect", "SelectStage", "sb_select"]
 
 _FIX = (
     "compose it after the loader, in the training process: wds.WebLoader(ds, ...).compose(sb_select(...)) or "
@@ -35,7 +38,7 @@ def _sb_select(data: Iterable[Any], engine: SelectionEngine) -> Iterator[Any]:
     yield from engine.iterate(iter(data))
 
 
-class SBSelect(EngineFront):
+class SelectStage(EngineFront):
     """The stage :func:`sb_select` returns: call it on an iterator of batches to get the selected batches.
 
     Each call is one epoch of its input on the engine's clock. It holds the engine, so the selection state can be
@@ -48,10 +51,10 @@ class SBSelect(EngineFront):
     Args:
         model: the live model being trained.
         loss_fn: ``loss_fn(outputs, targets, reduction='none')`` or a loss module.
-        **options: keyword options of :class:`~sbdata.SelectionEngine`.
+        **options: keyword options of :class:`~sbdata.SelectionEngine` (see :class:`~sbdata.EngineOptions`).
     """
 
-    def __init__(self, model: Any, loss_fn: Any, **options: Any) -> None:
+    def __init__(self, model: nn.Module, loss_fn: LossFn, **options: Unpack[EngineOptions]) -> None:
         self.engine = SelectionEngine(model, loss_fn, **options)
 
     def __call__(self, data: Iterable[Any]) -> Iterator[Any]:
@@ -67,7 +70,11 @@ class SBSelect(EngineFront):
         return self.engine.source_position if self.engine.continues_saved_epoch else 0
 
 
-def sb_select(model: Any, loss_fn: Any, **options: Any) -> SBSelect:
+SBSelect = SelectStage
+"""The stage class's earlier name, kept importable."""
+
+
+def sb_select(model: nn.Module, loss_fn: LossFn, **options: Unpack[EngineOptions]) -> SelectStage:
     """A WebDataset stage that keeps the samples worth a backward pass: ``stage(batches) -> batches``.
 
     Args:
@@ -77,6 +84,6 @@ def sb_select(model: Any, loss_fn: Any, **options: Any) -> SBSelect:
             for WebDataset dicts pass e.g. ``split=lambda b: (b["npy"], b["cls"])``.
 
     Returns:
-        An :class:`SBSelect`, usable in ``.compose(...)`` and ``wds.DataPipeline(..., stage)``.
+        A :class:`SelectStage`, usable in ``.compose(...)`` and ``wds.DataPipeline(..., stage)``.
     """
     return SBSelect(model, loss_fn, **options)

@@ -1,6 +1,6 @@
 import torch
 
-from sbdata.pool import Pool
+from sbdata._pool import Pool
 
 
 def piece(start: int, stop: int):

@@ -6,7 +6,7 @@ import torch
 import webdataset as wds
 
 from sbdata import LossHistory, Schedule
-from sbdata.wds import SBSelect, sb_select
+from sbdata.wds import SelectStage, sb_select
 from tests.helpers import OracleModel, ce, check_resume, decode_npy_cls, expected_topk, ids_of, write_oracle_shards
 
 LOSSES = [0.3, 2.5, 0.1, 1.7, 0.9, 3.2, 0.4, 2.2, 1.1, 0.6, 2.9, 0.2, 1.4, 0.8, 2.0, 0.5, 1.9, 0.7, 2.7, 1.2]
@@ -134,7 +134,7 @@ def test_stage_inside_the_workers_raises_naming_the_fix(tmp_path):
 class ListPipeline:
     """A list of batches through a stage, resumable: the stage restores selection, the list skips what was read."""
 
-    def __init__(self, batches, stage: SBSelect) -> None:
+    def __init__(self, batches, stage: SelectStage) -> None:
         self.batches, self.stage = batches, stage
 
     def __iter__(self):
