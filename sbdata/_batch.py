@@ -73,9 +73,9 @@ def is_batch_field(obj: Any) -> bool:
 def _rebuild(template: Any, items: Any) -> Any:
     if isinstance(template, Mapping):
         try:
-            return type(template)(items)
+            return type(template)(items)  # type: ignore[call-arg]  # a concrete mapping type, such as dict
         except TypeError:  # e.g. defaultdict, whose first argument is the factory
-            clone = template.copy()
+            clone = template.copy()  # type: ignore[attr-defined]
             clone.update(items)
             return clone
     if _is_namedtuple(template):

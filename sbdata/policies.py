@@ -86,7 +86,7 @@ class Selection(NamedTuple):
         expected: expected kept fraction of this batch, a float or a 0-dim tensor.
     """
 
-    index: torch.Tensor
+    index: torch.Tensor  # type: ignore[assignment]  # shadows tuple.index: the field's name is the API
     prob: torch.Tensor | None
     expected: float | torch.Tensor
 
@@ -116,9 +116,13 @@ class SelectionPolicy:
 
     name: str = "policy"
 
-    if TYPE_CHECKING:
-        fixed_count: bool
-        weighted: bool
+    if TYPE_CHECKING:  # declared by every subclass, as a class attribute or a property
+
+        @property
+        def fixed_count(self) -> bool: ...
+
+        @property
+        def weighted(self) -> bool: ...
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

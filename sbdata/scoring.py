@@ -34,7 +34,7 @@ def per_sample_loss_fn(loss_fn: Any) -> Callable[[Any, Any], torch.Tensor]:
         raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}: pass e.g. F.cross_entropy")
     if isinstance(loss_fn, nn.Module) and isinstance(getattr(loss_fn, "reduction", None), str):
         per_sample = copy.copy(loss_fn)
-        per_sample.reduction = "none"
+        per_sample.reduction = "none"  # type: ignore[assignment]  # a loss module's str attribute
         return per_sample
     try:
         params = inspect.signature(loss_fn).parameters.values()

@@ -1,5 +1,6 @@
 import ast
 import codecs
+import inspect
 import re
 import subprocess
 import sys
@@ -36,6 +37,27 @@ def test_readme_python_blocks_run_in_order():
             exec(compile(block, f"README.md python block {i}", "exec"), namespace)
         except Exception as error:  # name the block that rotted
             raise AssertionError(f"README python block {i} failed: {error!r}\n{block}") from error
+
+
+def readme_option_names() -> list[str]:
+    """The option names in the first column of the README's options table (``split`` / ``forward`` share a row)."""
+    text = (ROOT / "README.md").read_text()
+    table = text.split("\n### Options\n", 1)[1].split("\n### ", 1)[0]
+    rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
+    return [name for row in rows for name in re.findall(r"`(\w+)`", row)]
+
+
+def test_readme_options_table_lists_exactly_the_engine_keyword_options():
+    parameters = inspect.signature(sbdata.SelectionEngine.__init__).parameters.values()
+    engine = [p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    readme = readme_option_names()
+    assert len(readme) == len(set(readme)), readme
+    assert sorted(readme) == sorted(engine), (set(engine) - set(readme), set(readme) - set(engine))
+
+
+def test_package_ships_its_type_marker():
+    assert (ROOT / "sbdata" / "py.typed").exists()
+    assert 'sbdata = ["py.typed"]' in (ROOT / "pyproject.toml").read_text()
 
 
 # ----------------------------------------------------------------- decoding security: no pickle-enabling call

@@ -206,3 +206,10 @@ def test_a_new_call_of_the_stage_ends_the_old_iterator_which_then_raises():
     assert len(list(b)) == 8
     with pytest.raises(RuntimeError, match="new pass over the same selection engine"):
         next(a)
+
+
+def test_stage_class_has_a_role_name_and_keeps_its_earlier_one():
+    from sbdata.wds import SBSelect
+
+    stage = sb_select(OracleModel(LOSSES), ce, keep=0.5)
+    assert type(stage) is SelectStage and SBSelect is SelectStage
