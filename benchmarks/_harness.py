@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import platform
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "examples"))
-from common import MODELS, Split, accuracy, load_mnist1d  # noqa: E402
+from examples.common import MODELS, Split, accuracy, load_mnist1d
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 

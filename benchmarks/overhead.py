@@ -3,8 +3,8 @@ loop doing the same scoring forward, top-k selection and indexing inline, on the
 
 Exact commands (from the repository root, sbdata importable):
 
-    python benchmarks/overhead.py                  # tiny, cnn and cnn-wide models; about 10 minutes on 2 cores
-    python benchmarks/overhead.py --smoke --out /tmp/overhead   # seconds; what CI runs
+    python -m benchmarks.overhead                  # tiny, cnn and cnn-wide models; about 10 minutes on 2 cores
+    python -m benchmarks.overhead --smoke --out /tmp/overhead   # seconds; what CI runs
 
 Two modes per model: ``select`` times only scoring + selection + indexing (where overhead shows most), ``step``
 adds the training step on the selected batch (what a user's loop sees). Arms run in interleaved blocks of
@@ -22,9 +22,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 import torch.nn.functional as F

@@ -15,8 +15,8 @@ Shard layout: records of 256 samples, each record three ``.npy`` members written
 (inputs float32 (256, 40), labels int64, keys as a fixed-width unicode array): the workers read and decode
 records, the main process re-batches samples, as in the canonical WebDataset recipe.
 
-    python benchmarks/streaming.py            # full: 1,000,000 samples per pass, several minutes
-    python benchmarks/streaming.py --smoke    # seconds; what the tests run
+    python -m benchmarks.streaming            # full: 1,000,000 samples per pass, several minutes
+    python -m benchmarks.streaming --smoke    # seconds; what the tests run
 """
 
 from __future__ import annotations

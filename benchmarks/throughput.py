@@ -8,8 +8,8 @@ keeps the median seconds per loader batch. ``time_to_accuracy.py report`` then p
 epochs-to-target with these medians (an arm with a schedule mixes plain and selection steps in the share its
 window gives), next to the raw seconds of the runs.
 
-    python benchmarks/throughput.py                     # ConvNet and MLP; ~10 minutes on 2 shared cores
-    python benchmarks/throughput.py --smoke --out /tmp/throughput   # seconds; what CI runs
+    python -m benchmarks.throughput                     # ConvNet and MLP; ~10 minutes on 2 shared cores
+    python -m benchmarks.throughput --smoke --out /tmp/throughput   # seconds; what CI runs
 """
 
 from __future__ import annotations
@@ -21,9 +21,6 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 import torch.nn.functional as F

@@ -2,14 +2,14 @@
 
 Exact commands (from the repository root, sbdata importable; about 2.5 hours on 2 shared CPU cores in all):
 
-    python benchmarks/time_to_accuracy.py sweep        # keep x schedule x policy x layout, 1 seed -> best.json
-    python benchmarks/time_to_accuracy.py clean100k    # the headline: 100,000 samples, ConvNet, 3 seeds
-    python benchmarks/time_to_accuracy.py clean20k     # 20,000 samples
-    python benchmarks/time_to_accuracy.py noisy100k    # 20% of training labels flipped, with ReducibleLoss
-    python benchmarks/time_to_accuracy.py mlp100k      # a second model family: the MLP
-    python benchmarks/time_to_accuracy.py cache100k    # the stale-loss cache: staleness 1, 2, 4, +/- observe
-    python benchmarks/time_to_accuracy.py report       # tables (Markdown, JSON) and plots from what was run
-    python benchmarks/time_to_accuracy.py clean100k --smoke --out /tmp/tta   # seconds; what CI runs
+    python -m benchmarks.time_to_accuracy sweep        # keep x schedule x policy x layout, 1 seed -> best.json
+    python -m benchmarks.time_to_accuracy clean100k    # the headline: 100,000 samples, ConvNet, 3 seeds
+    python -m benchmarks.time_to_accuracy clean20k     # 20,000 samples
+    python -m benchmarks.time_to_accuracy noisy100k    # 20% of training labels flipped, with ReducibleLoss
+    python -m benchmarks.time_to_accuracy mlp100k      # a second model family: the MLP
+    python -m benchmarks.time_to_accuracy cache100k    # the stale-loss cache: staleness 1, 2, 4, +/- observe
+    python -m benchmarks.time_to_accuracy report       # tables (Markdown, JSON) and plots from what was run
+    python -m benchmarks.time_to_accuracy clean100k --smoke --out /tmp/tta   # seconds; what CI runs
 
 Each run (arm, budget in epochs, seed) is one annealed training run; its record is appended to
 ``<out>/<suite>/runs.jsonl`` as soon as it ends, and a rerun skips the runs already there (so a crash loses at
@@ -26,9 +26,6 @@ import json
 import sys
 import time
 from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 

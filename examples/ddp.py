@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import sys
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -26,7 +24,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 import sbdata
 from sbdata.registry import POLICIES
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# examples/common.py, beside this script (Python puts a script's directory first on sys.path)
 from common import ConvNet, accuracy, load_mnist1d
 
 

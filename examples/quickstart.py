@@ -18,18 +18,17 @@ training step 3 per sample: forward plus a backward of about twice its cost) and
 from __future__ import annotations
 
 import argparse
-import sys
+import json
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ConvNet, accuracy, load_mnist1d
-
 from sbdata import LossCache, SBLoader, keep_count, with_index
+
+# examples/common.py, beside this script (Python puts a script's directory first on sys.path)
+from common import ConvNet, accuracy, load_mnist1d
 
 
 def train(
@@ -87,6 +86,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--small", action="store_true", help="a seconds-long run: 2000 samples, 1 epoch")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    parser.add_argument("--json", metavar="PATH", help="also write the results, per arm, to this JSON file")
     args = parser.parse_args(argv)
     if args.small:
         args.samples, args.epochs = 2000, 1
@@ -120,6 +120,9 @@ def main(argv: list[str] | None = None) -> dict:
             f"{r['forward_equivalents'] / base['forward_equivalents']:>8.2f}x{r['seconds']:>9.1f}"
             f"{r['seconds'] / base['seconds']:>8.2f}x"
         )
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(results, file, indent=1)
     return results
 
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import io
 import math
-import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -28,7 +26,7 @@ from torchdata.nodes import Batcher, Loader, Mapper, ParallelMapper, SamplerWrap
 from sbdata import Schedule
 from sbdata.nodes import SBSelector
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# examples/common.py, beside this script (Python puts a script's directory first on sys.path)
 from common import MLP, accuracy, load_mnist1d
 
 

@@ -19,7 +19,6 @@ import argparse
 import collections
 import io
 import math
-import sys
 import tempfile
 from pathlib import Path
 
@@ -30,7 +29,7 @@ import webdataset as wds
 
 from sbdata.wds import sb_select
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# examples/common.py, beside this script (Python puts a script's directory first on sys.path)
 from common import MLP, accuracy, load_mnist1d
 
 

@@ -6,13 +6,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a benchmark end to end
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_streaming_benchmark_smoke(tmp_path):
     out = tmp_path / "streaming.json"
     subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "streaming.py"), "--smoke", "--out", str(out)],
+        [sys.executable, "-m", "benchmarks.streaming", "--smoke", "--out", str(out)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         check=True,

@@ -8,15 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks._report import at_cost, reach
+
 ROOT = Path(__file__).resolve().parent.parent
 PLOTS = importlib.util.find_spec("matplotlib") is not None
 
 
 def run(script: str, *args: str, timeout: float = 60) -> None:
-    cmd = [sys.executable, str(ROOT / "benchmarks" / script), *args]
+    cmd = [sys.executable, "-m", f"benchmarks.{script.removesuffix('.py')}", *args]
     subprocess.run(cmd, cwd=ROOT, check=True, timeout=timeout, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suite", ["clean100k", "noisy100k", "mlp100k", "cache100k"])
 def test_time_to_accuracy_smoke(tmp_path, suite):
     run("time_to_accuracy.py", suite, "--smoke", "--out", str(tmp_path))
@@ -40,6 +43,7 @@ def test_time_to_accuracy_smoke(tmp_path, suite):
         assert (out / "accuracy_vs_cost.png").stat().st_size > 0 and (out / "curves.png").exists()
 
 
+@pytest.mark.slow
 def test_sweep_smoke_writes_choice(tmp_path):
     run("time_to_accuracy.py", "sweep", "--smoke", "--out", str(tmp_path))
     best = json.loads((tmp_path / "sweep" / "best.json").read_text())
@@ -48,6 +52,7 @@ def test_sweep_smoke_writes_choice(tmp_path):
     assert (tmp_path / "sweep" / "table.md").exists()
 
 
+@pytest.mark.slow
 def test_overhead_smoke(tmp_path):
     run("overhead.py", "--smoke", "--out", str(tmp_path))
     results = json.loads((tmp_path / "overhead.json").read_text())
@@ -61,9 +66,6 @@ def test_overhead_smoke(tmp_path):
 
 
 def test_cost_interpolation():
-    sys.path.insert(0, str(ROOT))
-    from benchmarks._report import at_cost, reach
-
     curve = [(1.0, 0.90), (2.0, 0.95), (4.0, 0.97)]
     assert reach(curve, 0.96) == (3.0, "interpolated")
     assert reach(curve, 0.85) == (1.0, "at or below")
@@ -72,6 +74,7 @@ def test_cost_interpolation():
     assert at_cost(curve, 5.0) is None
 
 
+@pytest.mark.slow
 def test_throughput_smoke(tmp_path):
     run("throughput.py", "--smoke", "--out", str(tmp_path))
     timing = json.loads((tmp_path / "throughput.json").read_text())["families"]["mlp"]

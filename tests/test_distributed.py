@@ -519,6 +519,9 @@ SCENARIOS: dict[str, Callable[..., Any]] = {
 
 
 # ----------------------------------------------------------------------------------------------- the tests
+SPAWNED = pytest.mark.slow  # starts two processes per group of scenarios (seconds each on a small machine)
+
+
 @pytest.fixture(scope="module")
 def engine_records() -> list[dict[str, Any]]:
     return spawn(["lockstep", "progress", "resume", "errors", "collectives", "selection"])
@@ -540,6 +543,7 @@ def training_records(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str,
 
 
 @pytest.mark.parametrize("case", list(LOCKSTEP_CASES))
+@SPAWNED
 def test_ranks_score_and_yield_in_lockstep(engine_records, case):
     r0, r1 = (records["lockstep"][case] for records in engine_records)
     assert r0["sizes"] and [len(s) for s in r0["sizes"]] == [len(s) for s in r1["sizes"]]  # same batches, per epoch
@@ -552,6 +556,7 @@ def test_ranks_score_and_yield_in_lockstep(engine_records, case):
             assert set(epoch_ids) <= set(record["own_ids"])  # only this rank's own samples
 
 
+@SPAWNED
 def test_per_rank_caches_score_unequal_samples_in_equal_forwards(engine_records):
     # rank 0's cache never reuses (staleness 0), rank 1's always does after epoch 0: rank 1 runs its scoring
     # forwards on zero samples then, so that a collective forward (FSDP) still meets rank 0's.
@@ -562,6 +567,7 @@ def test_per_rank_caches_score_unequal_samples_in_equal_forwards(engine_records)
         assert r0["scoring_calls"] == r1["scoring_calls"]
 
 
+@SPAWNED
 def test_unpooled_ranks_stop_at_the_shorter_rank(engine_records):
     # rank 1 has 4 batches, the last of 5 samples; rank 0's batches 5-7 are never pulled
     expected = {0: [[4, 4, 4, 4]], 1: [[4, 4, 4, 3]]}
@@ -570,6 +576,7 @@ def test_unpooled_ranks_stop_at_the_shorter_rank(engine_records):
         assert records["lockstep"]["topk-unpooled-local-loader"]["steps"] == 4
 
 
+@SPAWNED
 def test_pooled_topk_yields_the_documented_batches(engine_records):
     # Rounds 1-3 (both ranks keep 4 of 8) give 1, 1 and 2 batches of 3; in round 4 rank 0 keeps 4 of 8 and rank 1
     # 3 of 5: one batch each, rank 0 holding 1 sample over. Rank 1 then runs out: rank 0's flushed single sample
@@ -581,6 +588,7 @@ def test_pooled_topk_yields_the_documented_batches(engine_records):
     assert engine_records[0]["lockstep"]["topk-pooled-even"]["sizes"] == [[3] * 6 + [2]]
 
 
+@SPAWNED
 def test_unpooled_topk_keeps_each_batch_top_half(engine_records):
     values = table()
     for rank, records in enumerate(engine_records):
@@ -589,22 +597,26 @@ def test_unpooled_topk_keeps_each_batch_top_half(engine_records):
         assert records["lockstep"]["topk-unpooled-global-loader"]["ids"] == [expected]
 
 
+@SPAWNED
 def test_nan_drop_batch_with_nothing_kept_does_not_desynchronise(engine_records):
     r0, r1 = (records["lockstep"]["topk-unpooled-nan-drop"] for records in engine_records)
     # rank 1's all-NaN second batch yields nothing, so both ranks yield 3 of their 4 steps (rank 0 one step late)
     assert [len(s) for s in r0["sizes"]] == [3] and [len(s) for s in r1["sizes"]] == [3]
 
 
+@SPAWNED
 def test_schedule_decision_is_agreed_when_progress_differs(engine_records):
     for records in engine_records:
         assert records["progress"]["sb_steps"] == 0  # rank 1 said plain, so no rank selected
         assert records["progress"]["sizes"] == [[8] * 5]
 
 
+@SPAWNED
 def test_resume_in_lockstep(engine_records):
     assert engine_records[0]["resume"]["batches"] == engine_records[1]["resume"]["batches"] > 0
 
 
+@SPAWNED
 def test_group_options(engine_records):
     for records in engine_records:
         assert "process_group must be a torch.distributed.ProcessGroup" in records["errors"]["process_group"]
@@ -614,6 +626,7 @@ def test_group_options(engine_records):
         assert "build the loader after init_process_group()" in records["errors"]["late"]
 
 
+@SPAWNED
 def test_collective_payloads_are_the_documented_ones(engine_records):
     # Per loader batch: one 32-byte all_reduce (has a batch, min size, -max size, SB step); when outputs per rank
     # may differ, one more of 8 bytes (outputs held); with sync='global' and a policy that uses it, one all_gather
@@ -626,6 +639,7 @@ def test_collective_payloads_are_the_documented_ones(engine_records):
         assert calls["history-pooled-global"] == [flags, losses, held, flags, losses, held, flags, held]
 
 
+@SPAWNED
 def test_global_topk_and_random_equal_local(engine_records):
     for rank, records in enumerate(engine_records):
         sel = records["selection"]
@@ -634,6 +648,7 @@ def test_global_topk_and_random_equal_local(engine_records):
         assert sel["random-global"] == sel["random-local"]
 
 
+@SPAWNED
 def test_global_rank_weights_come_from_the_global_batch(engine_records):
     population = torch.tensor(SEMANTIC_LOSSES)
     for rank, records in enumerate(engine_records):
@@ -648,6 +663,7 @@ def test_global_rank_weights_come_from_the_global_batch(engine_records):
     assert sel["rank-local-easiest-kept"] < 20 < 30 < sel["rank-global-easiest-kept"]
 
 
+@SPAWNED
 def test_global_history_remembers_every_rank(engine_records):
     for rank, records in enumerate(engine_records):
         sel = records["selection"]
@@ -662,6 +678,7 @@ def test_global_history_remembers_every_rank(engine_records):
 
 
 @pytest.mark.parametrize("case", ["topk-unpooled", "history-pooled-global-uneven"])
+@SPAWNED
 def test_ddp_gradients_equal_one_process_on_the_union(training_records, case):
     r0, r1 = (records["ddp"][case] for records in training_records)
     assert r0["steps"] == r1["steps"] > 0 and r0["sizes"] == r1["sizes"]
@@ -670,17 +687,20 @@ def test_ddp_gradients_equal_one_process_on_the_union(training_records, case):
     assert r0["ddp_hooks_untouched"] and r0["scores_through"] == "Net"
 
 
+@SPAWNED
 def test_fsdp2_gradients_equal_one_process_on_the_union(training_records):
     r0, r1 = (records["fsdp2"] for records in training_records)
     assert r0["steps"] == r1["steps"] > 0
     assert r0["worst"] < 1e-12 and r1["worst"] < 1e-12
 
 
+@SPAWNED
 def test_fsdp1_trains_in_lockstep_on_uneven_data(training_records):
     r0, r1 = (records["fsdp1"] for records in training_records)
     assert r0["steps"] == r1["steps"] > 0 and r0["finite"] and r1["finite"]
 
 
+@SPAWNED
 def test_set_epoch_reaches_the_distributed_sampler(training_records):
     for records in training_records:
         for epoch in (0, 3):
@@ -690,6 +710,7 @@ def test_set_epoch_reaches_the_distributed_sampler(training_records):
         assert records["sampler"][0]["order"] != records["sampler"][3]["order"]  # the epoch reshuffled
 
 
+@SPAWNED
 def test_webdataset_split_by_node_with_uneven_shards(training_records):
     r0, r1 = (records["webdataset"] for records in training_records)
     assert len(r0["own"]) == 20 and len(r1["own"]) == 10  # 2 shards against 1
@@ -697,6 +718,7 @@ def test_webdataset_split_by_node_with_uneven_shards(training_records):
     assert len(r0["sizes"]) == len(r1["sizes"]) > 0 and r0["scoring_calls"] == r1["scoring_calls"]
 
 
+@SPAWNED
 def test_example_runs_under_torchrun():
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
