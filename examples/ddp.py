@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 import sbdata
 from sbdata.registry import POLICIES
 
-# examples/common.py, beside this script (Python puts a script's directory first on sys.path)
+# examples/common.py, beside this script (a script's own directory is importable)
 from common import ConvNet, accuracy, load_mnist1d
 
 

@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from sbdata import LossCache, SBLoader, keep_count, with_index
 
-# examples/common.py, beside this script (Python puts a script's directory first on sys.path)
+# examples/common.py, beside this script (a script's own directory is importable)
 from common import ConvNet, accuracy, load_mnist1d
 
 

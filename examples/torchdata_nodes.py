@@ -26,7 +26,7 @@ from torchdata.nodes import Batcher, Loader, Mapper, ParallelMapper, SamplerWrap
 from sbdata import Schedule
 from sbdata.nodes import SBSelector
 
-# examples/common.py, beside this script (Python puts a script's directory first on sys.path)
+# examples/common.py, beside this script (a script's own directory is importable)
 from common import MLP, accuracy, load_mnist1d
 
 

@@ -29,7 +29,7 @@ import webdataset as wds
 
 from sbdata.wds import sb_select
 
-# examples/common.py, beside this script (Python puts a script's directory first on sys.path)
+# examples/common.py, beside this script (a script's own directory is importable)
 from common import MLP, accuracy, load_mnist1d
 
 
