@@ -12,22 +12,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from . import _options
 from ._clock import PassClock
 from ._intake import Intake, model_device
-from ._options import (
-    ForwardFn,
-    IdKey,
-    LossFn,
-    NanPolicy,
-    PolicyArg,
-    ReduceFn,
-    ScoreMode,
-    SplitFn,
-    SyncMode,
-    check_engine_options,
-    check_fingerprint,
-    fingerprint,
-)
+from ._options import ForwardFn, IdKey, LossFn, NanPolicy, PolicyArg, ReduceFn, ScoreMode, SplitFn, SyncMode
 from ._output import Output
 from .cache import LossCache
 from .distributed import in_job, joined_late, make_lockstep, scoring_module
@@ -80,7 +68,7 @@ class SelectionEngine:
         sync: SyncMode = "local",
         process_group: Any = None,
     ) -> None:
-        keep, keep_given = check_engine_options(model, keep, schedule, batch_size, drop_last)
+        keep, keep_given = _options.check_engine_options(model, keep, schedule, batch_size, drop_last)
         self.model = model
         self.schedule = schedule if schedule is not None else Schedule()
         self.device = torch.device(device) if device is not None else model_device(model)
@@ -278,7 +266,7 @@ class SelectionEngine:
     # ----------------------------------------------------------------- state
     def options(self) -> dict[str, Any]:
         """The options a state depends on; :meth:`load_state_dict` refuses a state saved with others."""
-        return fingerprint(self.policy, self.selector.cache, self.batch_size, self.return_weights)
+        return _options.fingerprint(self.policy, self.selector.cache, self.batch_size, self.return_weights)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly: clock, generator, policy, pool, queued outputs and stats.
@@ -301,7 +289,7 @@ class SelectionEngine:
             ValueError: if the state was saved with other options (policy, history size, cache layout,
                 ``batch_size``, ``return_weights``), naming the one that differs.
         """
-        check_fingerprint(state.get("options"), self.options())
+        _options.check_fingerprint(state.get("options"), self.options())
         self._intake.device_checked = False
         self.selector.load_state_dict(state)
         self.output.load_state_dict(state["output"])
