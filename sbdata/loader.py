@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from . import _guards
 from ._front import EngineFront
 from .engine import SelectionEngine
 
@@ -57,6 +58,7 @@ class SBLoader(EngineFront):
 
     ENGINE_KEY = "engine"
     LOADER_KEY = "loader"
+    RANK_KEY = "rank"  # the rank that saved the state: loading it on another rank warns
 
     def __init__(
         self, loader: Iterable[Any] | Callable[[], Iterable[Any]], model: Any, loss_fn: Any, **options: Any
@@ -68,6 +70,8 @@ class SBLoader(EngineFront):
         self.loader = loader
         self.engine = SelectionEngine(model, loss_fn, **options)
         self._resuming = False
+        self._read_ahead = _guards.ReadAheadGuard(model)
+        _guards.warn_if_unsharded(loader)
 
     def _stateful(self) -> bool:
         return callable(getattr(self.loader, "state_dict", None)) and callable(
@@ -85,7 +89,7 @@ class SBLoader(EngineFront):
         source = iter(batches)
         if skip:
             source = itertools.islice(source, skip, None)
-        return self.engine.iterate(source)
+        return self._read_ahead.watch(self.engine.iterate(source))
 
     def __len__(self) -> int:
         """Batches yielded per epoch: the wrapped loader's length, when it has one and one batch is yielded per
@@ -94,16 +98,31 @@ class SBLoader(EngineFront):
             raise TypeError("the number of batches is data-dependent with batch_size= or a variable-count policy")
         return len(self.loader)  # type: ignore[arg-type]
 
+    @property
+    def sampler(self) -> Any:
+        """The wrapped loader's ``sampler`` (None if it has none), read-only, so that frameworks which call
+        ``loader.sampler.set_epoch`` (Lightning) reach it. There is deliberately no ``dataset``: frameworks rebuild
+        a loader that shows one (Lightning's ``overfit_batches``, Accelerate's ``skip_first_batches``) as a plain
+        ``DataLoader``, which would drop selection."""
+        return getattr(self.loader, "sampler", None)
+
+    @property
+    def batch_sampler(self) -> Any:
+        """The wrapped loader's ``batch_sampler`` (None if it has none), read-only; see :attr:`sampler`."""
+        return getattr(self.loader, "batch_sampler", None)
+
     def set_epoch(self, epoch: int) -> None:
         """Pass ``set_epoch`` on to the wrapped loader, or its sampler, batch sampler and dataset."""
         set_epoch_on(self.loader, epoch)
 
     def state_dict(self) -> dict[str, Any]:
         inner = self.loader.state_dict() if self._stateful() else None  # type: ignore[union-attr]
-        return {self.ENGINE_KEY: self.engine.state_dict(), self.LOADER_KEY: inner}
+        rank = _guards.rank_and_world()[0]
+        return {self.ENGINE_KEY: self.engine.state_dict(), self.LOADER_KEY: inner, self.RANK_KEY: rank}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state; the next pass over the SBLoader continues the saved epoch."""
+        _guards.warn_if_other_rank(state.get(self.RANK_KEY))
         self.engine.load_state_dict(state[self.ENGINE_KEY])
         if state[self.LOADER_KEY] is not None:
             if not self._stateful():

@@ -200,7 +200,8 @@ def test_resume_state_nests_the_loader_state_under_its_key():
 
     loader = StatefulDataLoader(TensorDataset(*oracle_batch(range(8))), batch_size=4)
     state = SBLoader(loader, OracleModel(LOSSES), ce).state_dict()
-    assert set(state) == {SBLoader.ENGINE_KEY, SBLoader.LOADER_KEY} and state[SBLoader.LOADER_KEY] is not None
+    assert set(state) == {SBLoader.ENGINE_KEY, SBLoader.LOADER_KEY, SBLoader.RANK_KEY}
+    assert state[SBLoader.LOADER_KEY] is not None
 
 
 def test_loader_state_into_plain_loader_is_refused():
