@@ -1,6 +1,7 @@
 """sbdata.adapters.causal_lm: the causal shift, -100 and padding masking, a per-sequence mean over real tokens, and
 selection that padding cannot bias."""
 
+import itertools
 import math
 
 import pytest
@@ -31,7 +32,7 @@ def token_loss(model: BigramOracle, current: int, following: int) -> float:
 
 
 def sequence_loss(model: BigramOracle, tokens: list[int]) -> float:
-    pairs = list(zip(tokens, tokens[1:], strict=False))
+    pairs = list(itertools.pairwise(tokens))
     return sum(token_loss(model, a, b) for a, b in pairs) / len(pairs) if pairs else 0.0
 
 
