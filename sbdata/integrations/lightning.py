@@ -48,7 +48,7 @@ class LightningSBLoader(SBLoader):
 
     def state_dict(self) -> dict[str, Any]:
         own = super().state_dict()
-        rank, world = rank_and_world()
+        world = rank_and_world()[1]
         if world == 1:
             return {self.RANKS_KEY: [own]}
         states: list[Any] = [None] * world
