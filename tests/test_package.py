@@ -16,7 +16,8 @@ def test_all_is_sorted_and_importable():
 
 def test_import_does_not_pull_optional_dependencies():
     frameworks = "('torchdata', 'webdataset', 'lightning', 'accelerate', 'transformers')"
-    code = f"import sys, sbdata, sbdata.adapters, sbdata.integrations; print(sorted(m for m in {frameworks} if m in sys.modules))"
+    modules = "sbdata, sbdata.adapters, sbdata.integrations"
+    code = f"import sys, {modules}; print(sorted(m for m in {frameworks} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
 
