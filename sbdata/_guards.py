@@ -28,6 +28,7 @@ __all__ = ["ReadAheadGuard", "rank_and_world", "warn_if_other_rank", "warn_if_un
 
 _optimizer_steps = 0  # optimizer steps taken in this process, by any optimizer (counted once the first guard exists)
 _step_hook: Any = None
+_handing_out: Any = None  # weak reference to the guard that handed out the latest batch: backward passes are its
 
 
 def _count_step(*_: Any) -> None:
@@ -48,7 +49,8 @@ class ReadAheadGuard:
     Each batch handed out while the model is in training mode records a cheap signature of the parameters (the
     version counters of the first and last trainable parameter, bumped by every in-place update, and the count of
     ``optimizer.step()`` calls, which also catches fused optimizers). A hook on the first trainable parameter
-    fires once per backward pass; it compares the oldest recorded signature with the current one. In a loop that
+    fires once per backward pass (attributed to the loader that handed out the latest batch); it compares the
+    oldest recorded signature with the current one. In a loop that
     trains on each batch as it arrives the two always agree, also under gradient accumulation (no step between
     scoring and backward) and when a trainer fetches an accumulation window ahead. They differ only when the
     consumer holds batches across an optimizer step: Lightning prefetching one batch from a loader without
@@ -62,6 +64,7 @@ class ReadAheadGuard:
 
     def __init__(self, model: nn.Module) -> None:
         self._model_ref = weakref.ref(model)
+        self._self_ref = weakref.ref(self)
         self._pending: collections.deque[tuple[int, ...]] = collections.deque(maxlen=self.WINDOW)
         self._watched: tuple[torch.Tensor, ...] | None = None
         self.warned = False
@@ -74,11 +77,11 @@ class ReadAheadGuard:
             return
         if _step_hook is None:
             _step_hook = register_optimizer_step_post_hook(_count_step)
-        guard = weakref.ref(self)
+        guard = self._self_ref
 
         def on_backward(_: torch.Tensor) -> None:
             alive = guard()
-            if alive is not None:
+            if alive is not None and _handing_out is guard:  # another loader's batches are not this one's
                 alive.backward_seen()
 
         handle = trainable[0].register_post_accumulate_grad_hook(on_backward)
@@ -89,6 +92,7 @@ class ReadAheadGuard:
 
     def watch(self, batches: Iterator[Any]) -> Iterator[Any]:
         """Yield ``batches`` unchanged, recording a signature for each one handed out to a training model."""
+        global _handing_out
         self._pending.clear()
         for batch in batches:
             model = self._model_ref()
@@ -97,6 +101,7 @@ class ReadAheadGuard:
                     self._attach(model)
                 if self._watched:
                     self._pending.append(self._signature())
+                    _handing_out = self._self_ref
             yield batch
 
     def backward_seen(self) -> None:

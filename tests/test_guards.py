@@ -103,6 +103,20 @@ def test_a_consumer_prefetching_one_batch_warns_once_on_its_second_batch():
     assert "Fix: take one batch per training step" in str(read_ahead_warnings(record)[0].message)
 
 
+def test_another_loaders_training_is_not_taken_for_this_ones():
+    """A loader listed without training, then another loader over the same model that trains batch by batch."""
+    listed, model = make_loader()
+    assert len(list(listed)) == 8
+    data = DataLoader(TensorDataset(torch.randn(32, 1), torch.randint(0, 2, (32,))), batch_size=4)
+    trained = SBLoader(data, model, F.cross_entropy, keep=0.5)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for batch in trained:
+            train_step(model, opt, batch)
+    assert read_ahead_warnings(record) == []
+
+
 def test_listing_the_batches_before_training_warns():
     sb, model = make_loader()
     opt = torch.optim.AdamW(model.parameters(), fused=True)  # no version bump: the step counter catches it
