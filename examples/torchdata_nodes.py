@@ -27,7 +27,7 @@ from sbdata import Schedule
 from sbdata.nodes import SBSelector
 
 # examples/common.py, beside this script (a script's own directory is importable)
-from common import MLP, accuracy, load_mnist1d
+from common import ConvNet, accuracy, load_mnist1d
 
 
 class EpochShuffle(Sampler[int]):
@@ -49,7 +49,7 @@ class EpochShuffle(Sampler[int]):
 
 def build(train: TensorDataset, args: argparse.Namespace) -> tuple[nn.Module, torch.optim.Optimizer, Loader]:
     torch.manual_seed(args.seed)
-    model = MLP(hidden=128)
+    model = ConvNet()
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     node = SamplerWrapper(EpochShuffle(len(train), args.seed))
     node = ParallelMapper(node, train.__getitem__, num_workers=2, method="thread")  # loading in threads, before
@@ -98,7 +98,8 @@ def main() -> None:
     model, optimizer, loader = build(train_set, args)
     reference, checkpoint = train(model, optimizer, loader, args.epochs, checkpoint_at)
     stats = loader.root.stats
-    print(f"trained {args.epochs} epochs: test accuracy {accuracy(model, split.x_test, split.y_test):.3f}")
+    test_accuracy = accuracy(model, split.x_test, split.y_test)
+    print(f"trained {args.epochs} epochs: test accuracy {test_accuracy:.3f} (10 classes: chance is 0.100)")
     print(
         f"  {stats.steps} loader batches, {stats.sb_steps} selected; backprop on {stats.samples_yielded} of "
         f"{stats.samples_seen} samples ({stats.backprop_fraction:.0%}); mean loss kept {stats.mean_loss_kept:.3f} "

@@ -9,6 +9,7 @@ from typing import Any
 
 from torch import nn
 
+from . import _guards
 from ._front import EngineFront
 from ._options import EngineOptions, LossFn, Unpack
 from ._order import SamplerOrder
@@ -65,6 +66,7 @@ class SBLoader(EngineFront):
 
     LOADER_KEY = "loader"
     ORDER_KEY = "order"
+    RANK_KEY = "rank"  # the rank that saved the state: loading it on another rank warns
 
     def __init__(
         self,
@@ -84,6 +86,8 @@ class SBLoader(EngineFront):
             callable(getattr(loader, "state_dict", None)) and callable(getattr(loader, "load_state_dict", None))
         )
         self._loader_restored = False
+        self._read_ahead = _guards.ReadAheadGuard(model)
+        _guards.warn_if_unsharded(loader)
 
     def __iter__(self) -> Iterator[Any]:
         continues = self.engine.start_pass()
@@ -95,7 +99,7 @@ class SBLoader(EngineFront):
         source = iter(batches)
         if continues and not restored and self.engine.source_position:
             source = itertools.islice(source, self.engine.source_position, None)
-        return self.engine.iterate(source)
+        return self._read_ahead.watch(self.engine.iterate(source))
 
     def __len__(self) -> int:
         """Batches yielded per epoch: the wrapped loader's length, when it has one and one batch is yielded per
@@ -108,6 +112,19 @@ class SBLoader(EngineFront):
                 "yields nothing): count the batches as you go, or use nan_policy='keep'"
             )
         return len(self.loader)  # type: ignore[arg-type]
+
+    @property
+    def sampler(self) -> Any:
+        """The wrapped loader's ``sampler`` (None if it has none), read-only, so that frameworks which call
+        ``loader.sampler.set_epoch`` (Lightning) reach it. There is deliberately no ``dataset``: frameworks rebuild
+        a loader that shows one (Lightning's ``overfit_batches``, Accelerate's ``skip_first_batches``) as a plain
+        ``DataLoader``, which would drop selection."""
+        return getattr(self.loader, "sampler", None)
+
+    @property
+    def batch_sampler(self) -> Any:
+        """The wrapped loader's ``batch_sampler`` (None if it has none), read-only; see :attr:`sampler`."""
+        return getattr(self.loader, "batch_sampler", None)
 
     def set_epoch(self, epoch: int) -> None:
         """Pass ``set_epoch`` on to the wrapped loader, or its sampler, batch sampler and dataset."""
@@ -139,9 +156,10 @@ class SBLoader(EngineFront):
     def _source_state(self) -> dict[str, Any]:
         inner = self._loader_state()
         order = self._order.state(self.engine.source_ended, stateful=inner is not None)
-        return {self.LOADER_KEY: inner, self.ORDER_KEY: order}
+        return {self.LOADER_KEY: inner, self.ORDER_KEY: order, self.RANK_KEY: _guards.rank_and_world()[0]}
 
     def _load_source_state(self, state: dict[str, Any]) -> None:
+        _guards.warn_if_other_rank(state.get(self.RANK_KEY))
         inner = state.get(self.LOADER_KEY)
         if inner is not None:
             if not callable(getattr(self.loader, "load_state_dict", None)):

@@ -18,7 +18,9 @@ def test_all_is_sorted_and_importable():
 
 
 def test_import_does_not_pull_optional_dependencies():
-    code = "import sys, sbdata; print(sorted(m for m in ('torchdata', 'webdataset') if m in sys.modules))"
+    frameworks = "('torchdata', 'webdataset', 'lightning', 'accelerate', 'transformers')"
+    modules = "sbdata, sbdata.adapters, sbdata.integrations"
+    code = f"import sys, {modules}; print(sorted(m for m in {frameworks} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
 

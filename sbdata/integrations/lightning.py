@@ -1,0 +1,191 @@
+"""Selective Backprop in PyTorch Lightning: one DataModule wrapper, or one line in ``train_dataloader``.
+
+Wrap a ``LightningDataModule``::
+
+    trainer.fit(module, datamodule=SBDataModule(datamodule, F.cross_entropy, keep=0.5))
+
+or, in a ``LightningModule`` that builds its own loader::
+
+    def train_dataloader(self):
+        return sb_train_dataloader(self.trainer, DataLoader(train, batch_size=64, shuffle=True), F.cross_entropy)
+
+Either way the training loader is sharded under DDP as Lightning shards a plain DataLoader (a ``DistributedSampler``
+from the trainer's world size and rank, which Lightning cannot inject into a wrapped loader), Lightning's per-epoch
+``set_epoch`` reaches that sampler, a :func:`trainer_schedule` runs on the trainer's progress, Lightning never
+prefetches into stale scoring (its fetcher reads one batch ahead only from a loader without ``len()``, which is
+refused, naming the fix), and every rank's selection state goes into the Lightning checkpoint so a resumed run
+continues exactly. :class:`SBStatsLogger` logs the selection statistics with ``self.log``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+try:
+    import lightning.pytorch as pl
+    from lightning.pytorch.trainer.connectors.data_connector import _process_dataloader
+    from lightning.pytorch.trainer.states import RunningStage, TrainerFn
+    from lightning.pytorch.utilities.model_helpers import is_overridden
+    from lightning.pytorch.utilities.signature_utils import is_param_in_hook_signature
+except ImportError as error:  # pragma: no cover - exercised only without lightning installed
+    raise ImportError("sbdata.integrations.lightning needs lightning: pip install lightning") from error
+
+import torch.distributed as dist
+
+from .._guards import rank_and_world
+from ..loader import SBLoader
+from ._clock import bind_clock, trainer_schedule
+
+__all__ = ["LightningSBLoader", "SBDataModule", "SBStatsLogger", "sb_train_dataloader", "trainer_schedule"]
+
+
+class LightningSBLoader(SBLoader):
+    """An :class:`~sbdata.SBLoader` whose state holds every rank's state, so that Lightning's checkpoint (written by
+    rank 0 from ``state_dict()``, which every rank calls) restores each rank's own; built by
+    :func:`sb_train_dataloader`."""
+
+    RANKS_KEY = "ranks"
+
+    def state_dict(self) -> dict[str, Any]:
+        own = super().state_dict()
+        world = rank_and_world()[1]
+        if world == 1:
+            return {self.RANKS_KEY: [own]}
+        states: list[Any] = [None] * world
+        dist.all_gather_object(states, own)
+        return {self.RANKS_KEY: states}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.RANKS_KEY not in state:
+            super().load_state_dict(state)
+            return
+        rank, world = rank_and_world()
+        states = state[self.RANKS_KEY]
+        if len(states) != world:
+            raise ValueError(
+                f"the checkpoint holds the selection state of {len(states)} ranks but {world} now train: resume with "
+                f"{len(states)} devices"
+            )
+        super().load_state_dict(states[rank])
+
+    def __iter__(self) -> Iterator[Any]:
+        engine = self.engine
+        spent = (
+            engine.continues_saved_epoch
+            and engine.pool is None
+            and engine.outputs_ready == 0
+            and hasattr(self.loader, "__len__")
+            and engine.source_position >= len(self.loader)
+        )
+        if spent:
+            # Saved after the epoch's last batch: Lightning counts that epoch as done and asks for the next one.
+            # Finish the saved pass first (it yields nothing, and re-iterating the loader moves its sampler's
+            # generator on as the uninterrupted run's last iter() did), then start the next epoch.
+            for _ in super().__iter__():
+                raise RuntimeError("a spent saved epoch yielded a batch; please report this as an sbdata bug")
+        return super().__iter__()
+
+
+def _refuse_read_ahead(sb: SBLoader, module: pl.LightningModule) -> None:
+    try:
+        len(sb)
+    except TypeError as error:
+        if is_param_in_hook_signature(module.training_step, "dataloader_iter", explicit=True):
+            return  # training_step pulls each batch itself: no prefetch
+        raise ValueError(
+            f"Lightning prefetches one batch from a training loader without len() ({error}), so selection would "
+            "score every batch with weights one step old and checkpoints would miss the prefetched batch: drop "
+            "batch_size= and use a fixed-count policy (topk, rank, random) over a loader with len(), or write "
+            "training_step(self, dataloader_iter) and call next(dataloader_iter) in it"
+        ) from None
+
+
+def sb_train_dataloader(trainer: pl.Trainer, loader: Any, loss_fn: Any = None, **options: Any) -> LightningSBLoader:
+    """The training loader for ``trainer``: ``loader`` prepared as Lightning prepares a plain one, then selected.
+
+    Call it from ``train_dataloader()`` of a ``LightningModule`` or ``LightningDataModule`` (the trainer is
+    ``self.trainer``). Under DDP the loader gets Lightning's ``DistributedSampler`` (shuffled, seeded with
+    ``seed_everything``'s seed) unless it has one or ``use_distributed_sampler=False``.
+
+    Args:
+        trainer: the ``Trainer`` that fits.
+        loader: the training ``DataLoader`` (or any iterable with ``len()``).
+        loss_fn: per-sample loss; may come in ``options`` from an adapter (``**sbdata.adapters.causal_lm()``).
+        **options: options of :class:`~sbdata.SelectionEngine`; a :func:`trainer_schedule` is clocked by
+            ``trainer.global_step / trainer.estimated_stepping_batches``.
+
+    Raises:
+        ValueError: for a configuration Lightning would prefetch from (no ``len()``), naming the fix.
+    """
+    module = trainer.lightning_module
+    loader = _process_dataloader(trainer, TrainerFn.FITTING, RunningStage.TRAINING, loader)
+    if loss_fn is not None:
+        options["loss_fn"] = loss_fn
+    total: list[float] = []
+
+    def progress() -> float:
+        if not total:  # known once Lightning has set up the loader, which is before the first batch is scored
+            total.append(max(1, trainer.estimated_stepping_batches))
+        return trainer.global_step / total[0]
+
+    bind_clock(options, progress)
+    sb = LightningSBLoader(loader, module, **options)
+    _refuse_read_ahead(sb, module)
+    return sb
+
+
+class SBDataModule(pl.LightningDataModule):
+    """``datamodule`` with its training loader selected by :func:`sb_train_dataloader`; everything else delegated.
+
+    Args:
+        datamodule: the user's ``LightningDataModule``.
+        loss_fn: per-sample loss (or from an adapter in ``options``).
+        **options: options of :class:`~sbdata.SelectionEngine`.
+    """
+
+    def __init__(self, datamodule: pl.LightningDataModule, loss_fn: Any = None, **options: Any) -> None:
+        super().__init__()
+        self.datamodule = datamodule
+        self.loss_fn = loss_fn
+        self.options = options
+        for name in ("val_dataloader", "test_dataloader", "predict_dataloader"):
+            if is_overridden(name, datamodule, pl.LightningDataModule):  # Lightning asks which ones exist
+                setattr(self, name, getattr(datamodule, name))
+
+    def prepare_data(self) -> None:
+        self.datamodule.prepare_data()
+
+    def setup(self, stage: str) -> None:
+        self.datamodule.trainer = self.trainer
+        self.datamodule.setup(stage)
+
+    def teardown(self, stage: str) -> None:
+        self.datamodule.teardown(stage)
+
+    def train_dataloader(self) -> LightningSBLoader:
+        return sb_train_dataloader(self.trainer, self.datamodule.train_dataloader(), self.loss_fn, **self.options)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.datamodule.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.datamodule.load_state_dict(state_dict)
+
+
+class SBStatsLogger(pl.Callback):
+    """Logs ``sb/backprop_fraction``, ``sb/sb_steps``, ``sb/mean_loss_kept`` and ``sb/mean_loss_dropped`` with
+    ``pl_module.log`` every ``trainer.log_every_n_steps`` batches (reading them costs one host sync)."""
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any, **kwargs: Any) -> None:
+        sb = trainer.train_dataloader
+        if not isinstance(sb, SBLoader) or trainer.fit_loop.epoch_loop.batch_idx % trainer.log_every_n_steps:
+            return
+        stats = sb.stats
+        values = {
+            "sb/backprop_fraction": stats.backprop_fraction,
+            "sb/sb_steps": float(stats.sb_steps),
+            "sb/mean_loss_kept": stats.mean_loss_kept,
+            "sb/mean_loss_dropped": stats.mean_loss_dropped,
+        }
+        pl_module.log_dict(values, on_step=True, on_epoch=False)

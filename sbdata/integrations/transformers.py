@@ -1,0 +1,142 @@
+"""Selective Backprop in the Hugging Face Transformers ``Trainer``.
+
+``SBTrainer`` is a ``Trainer`` whose training loader yields only the sequences worth a backward pass::
+
+    trainer = SBTrainer(model=model, args=args, train_dataset=train, data_collator=collate, sb_options={"keep": 0.5})
+    trainer.train()                              # or trainer.train(resume_from_checkpoint=True)
+
+It wraps the Trainer's own (prepared, sharded) training loader in an :class:`~sbdata.SBLoader` scored with the
+causal-LM adapter (:func:`sbdata.adapters.causal_lm`) unless ``sb_options`` names other hooks; saves each rank's
+selection state in every checkpoint (``sbdata_rank{r}.pt``); and on ``resume_from_checkpoint`` continues the
+interrupted epoch exactly (the same later batches as the uninterrupted run), where the stock Trainer would try to
+rebuild the loader to skip batches. Gradient accumulation works unchanged (the Trainer fetches a window of
+batches, all scored with the weights they are trained with). ``SBStatsCallback`` adds selection statistics to the
+Trainer's logs; ``SBTrainer`` installs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+try:
+    import transformers
+    from transformers import Trainer, TrainerCallback
+    from transformers.trainer_utils import get_last_checkpoint
+except ImportError as error:  # pragma: no cover - exercised only without transformers installed
+    raise ImportError("sbdata.integrations.transformers needs transformers: pip install transformers") from error
+
+from ..adapters import causal_lm
+from ..loader import SBLoader
+from ._clock import bind_clock, trainer_schedule
+from ._state import load_rank_state, save_rank_state
+
+__all__ = ["SBStatsCallback", "SBTrainer", "trainer_schedule"]
+
+
+def stats_logs(sb: SBLoader, prefix: str = "sb/") -> dict[str, float]:
+    """The selection statistics worth a log line, keyed ``sb/<name>`` (reading them costs one host sync)."""
+    stats = sb.stats
+    return {
+        f"{prefix}backprop_fraction": stats.backprop_fraction,
+        f"{prefix}sb_steps": float(stats.sb_steps),
+        f"{prefix}mean_loss_kept": stats.mean_loss_kept,
+        f"{prefix}mean_loss_dropped": stats.mean_loss_dropped,
+    }
+
+
+class SBStatsCallback(TrainerCallback):
+    """Adds ``sb/backprop_fraction``, ``sb/sb_steps``, ``sb/mean_loss_kept`` and ``sb/mean_loss_dropped`` to each
+    training log of a Trainer whose training loader is an :class:`~sbdata.SBLoader` (found through the Trainer's
+    ``train_dataloader``, or the one given here). Callbacks that come after it (reporting ones do when it is added
+    first, as ``SBTrainer`` does) see them."""
+
+    def __init__(self, sb: SBLoader | None = None) -> None:
+        self.sb = sb
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        sb = self.sb if self.sb is not None else kwargs.get("train_dataloader")
+        if logs is None or not isinstance(sb, SBLoader) or "loss" not in logs:
+            return
+        extra = stats_logs(sb)
+        logs.update(extra)
+        if state.log_history and state.log_history[-1].get("step") == state.global_step:
+            state.log_history[-1].update(extra)
+
+
+@contextlib.contextmanager
+def _selection_skips_itself() -> Iterator[None]:
+    """While the Trainer runs, its mid-epoch skip leaves an SBLoader alone: the SBLoader's restored state already
+    continues the epoch, and the stock skip would rebuild it as a plain DataLoader (or fail without a dataset)."""
+    module = transformers.trainer
+    stock = module.skip_first_batches
+
+    def skip(loader: Any, num_batches: int = 0) -> Any:
+        if not isinstance(loader, SBLoader):
+            return stock(loader, num_batches)
+        done = loader.engine.epoch_step
+        if done != num_batches:
+            raise RuntimeError(
+                f"the Trainer resumes {num_batches} batches into the epoch but the selection state was saved after "
+                f"{done}: resume from a checkpoint written by SBTrainer with the same gradient_accumulation_steps"
+            )
+        return loader
+
+    module.skip_first_batches = skip
+    try:
+        yield
+    finally:
+        module.skip_first_batches = stock
+
+
+class SBTrainer(Trainer):
+    """A ``Trainer`` that trains on the sequences selection keeps; see the module docstring.
+
+    Args:
+        *args: arguments of ``transformers.Trainer``.
+        sb_options: options of :class:`~sbdata.SelectionEngine` (``keep``, ``policy``, ``schedule``, ...), and
+            ``loss_fn``/``split``/``forward``/``reduce`` to replace the causal-LM adapter. A
+            :func:`trainer_schedule` runs on the Trainer's progress (optimizer steps over ``max_steps``).
+            ``batch_size`` is refused: the Trainer needs ``len()`` of its loader.
+        **kwargs: keyword arguments of ``transformers.Trainer``.
+    """
+
+    def __init__(self, *args: Any, sb_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        options = {**causal_lm(), **(sb_options or {})}
+        if options.get("batch_size") is not None:
+            raise ValueError(
+                "SBTrainer cannot take batch_size= (pooled batches have no len(), which the Trainer needs to plan "
+                "its steps): drop it; the Trainer trains on ceil(keep * per_device_train_batch_size) per batch"
+            )
+        super().__init__(*args, **kwargs)
+        bind_clock(options, lambda: self.state.global_step / max(1, self.state.max_steps))
+        self.sb_options = options
+        self.sb: SBLoader | None = None
+        self._sb_resume_from: str | None = None
+        self.callback_handler.callbacks.insert(0, SBStatsCallback())
+
+    def get_train_dataloader(self) -> SBLoader:
+        """The Trainer's own training loader (prepared, so sharded across processes), wrapped in an SBLoader."""
+        self.sb = SBLoader(super().get_train_dataloader(), self.model, **self.sb_options)
+        if self._sb_resume_from is not None:
+            load_rank_state(self.sb, self._sb_resume_from)
+        return self.sb
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
+        directory = resume_from_checkpoint
+        if directory is True:
+            directory = get_last_checkpoint(self.args.output_dir)
+        self._sb_resume_from = os.fspath(directory) if directory else None
+        try:
+            with _selection_skips_itself():
+                return super().train(resume_from_checkpoint, *args, **kwargs)
+        finally:
+            self._sb_resume_from = None
+
+    def _save_rng_state(self, output_dir: str) -> None:
+        """Every rank writes its RNG state here, at every checkpoint: its selection state goes alongside."""
+        super()._save_rng_state(output_dir)
+        if self.sb is not None:
+            save_rank_state(self.sb, output_dir)

@@ -1,0 +1,121 @@
+"""sbdata.integrations.lightning with the real Lightning: one process and Lightning's own 2-process DDP launcher
+(strategy="ddp", CPU), under hard timeouts: disjoint shards, reshuffled epochs, exact resume per rank, warnings."""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+from sbdata import SBLoader
+
+from .jobs import JOBS, run_job
+
+pl = pytest.importorskip("lightning.pytorch")
+
+JOB = str(JOBS / "lightning_job.py")
+
+
+def reports(out, phase, world):
+    return [json.loads((out / f"{phase}_rank{rank}.json").read_text()) for rank in range(world)]
+
+
+def resume_matches(out, step, world, *extra):
+    run_job(
+        [
+            JOB,
+            "--out",
+            str(out),
+            "--devices",
+            str(world),
+            "--phase",
+            "resume",
+            "--ckpt",
+            str(out / "ckpt" / f"step={step}.ckpt"),
+            *extra,
+        ]
+    )
+    for full, resumed in zip(reports(out, "full", world), reports(out, "resume", world), strict=True):
+        assert resumed["batches"] == full["batches"][step:]  # one optimizer step per batch: step = batches done
+        assert resumed["steps"] == full["steps"]
+        assert resumed["fit_warnings"] == []
+
+
+@pytest.mark.slow
+def test_one_process_resumes_exactly_mid_epoch_and_at_an_epoch_end(tmp_path):
+    run_job([JOB, "--out", str(tmp_path), "--no-shuffle"])
+    (full,) = reports(tmp_path, "full", 1)
+    assert full["seen"] == 2 * 64 and len(full["batches"]) == 16
+    assert all(len(ids) == 4 for _, ids in full["batches"])  # keep=0.5 of 8
+    assert full["fit_warnings"] == [] and full["plain_sbloader_warned"] == []  # no prefetch, no read-ahead
+    assert full["logged"] == ["sb/backprop_fraction", "sb/mean_loss_dropped", "sb/mean_loss_kept", "sb/sb_steps"]
+    resume_matches(tmp_path, 10, 1, "--no-shuffle")  # 2 batches into epoch 1 (8 per epoch)
+    resume_matches(tmp_path, 8, 1, "--no-shuffle")  # saved after the last batch of epoch 0
+
+
+@pytest.mark.slow
+def test_two_process_ddp_shards_reshuffles_and_resumes_per_rank(tmp_path):
+    run_job([JOB, "--out", str(tmp_path), "--devices", "2"], timeout=240)
+    ranks = reports(tmp_path, "full", 2)
+    for report in ranks:
+        assert report["world"] == 2 and report["seen"] == 64  # each rank reads half the data per epoch
+        epochs = [sorted(i for e, ids in report["batches"] if e == epoch for i in ids) for epoch in range(2)]
+        assert epochs[0] != epochs[1]  # set_epoch reached the DistributedSampler: epochs reshuffle
+        assert any("every rank would train on the same data" in m for m in report["plain_sbloader_warned"])
+        assert report["fit_warnings"] == []
+    for epoch in range(2):
+        kept = [i for report in ranks for e, ids in report["batches"] if e == epoch for i in ids]
+        assert len(kept) == len(set(kept)) == 32  # disjoint across ranks
+    resume_matches(tmp_path, 6, 2)  # 2 batches into epoch 1 (4 per rank per epoch)
+
+
+class Tiny(pl.LightningModule):
+    def __init__(self, make_loader) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(4, 3)
+        self.make_loader = make_loader
+
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return F.cross_entropy(self(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.5)
+
+    def train_dataloader(self):
+        return self.make_loader(self)
+
+
+def fit(make_loader) -> None:
+    trainer = pl.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
+    trainer.fit(Tiny(make_loader))
+
+
+def data() -> DataLoader:
+    x = torch.randn(64, 4, generator=torch.Generator().manual_seed(0))
+    return DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=8)
+
+
+def test_a_plain_pooled_sbloader_under_lightning_warns_that_it_is_read_ahead():
+    """Lightning prefetches one batch from a loader without len(): every batch is scored one step stale."""
+    with pytest.warns(RuntimeWarning, match="reads batches ahead"):
+        fit(lambda module: SBLoader(data(), module, F.cross_entropy, keep=0.5, batch_size=4))
+
+
+def test_the_integration_refuses_a_pooled_loader_naming_the_fix():
+    from sbdata.integrations.lightning import sb_train_dataloader
+
+    with pytest.raises(ValueError, match="Lightning prefetches one batch.*drop batch_size="):
+        fit(lambda module: sb_train_dataloader(module.trainer, data(), F.cross_entropy, keep=0.5, batch_size=4))
