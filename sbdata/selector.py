@@ -197,7 +197,7 @@ class Selector:
         if self.nan_policy == "drop":
             candidates = torch.nonzero(torch.isfinite(scores)).squeeze(1)  # the count varies: one synchronisation
             return candidates, scores.index_select(0, candidates)
-        self.finite_check.add(torch.isfinite(scores), step)  # read once it reaches the host: no synchronisation
+        self.finite_check.add(scores, step)  # read once it reaches the host: no synchronisation
         return None, scores
 
     def settle(self) -> None:

@@ -8,7 +8,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["SBStats", "StatsTracker"]
+__all__ = ["LAZY_STEPS", "SBStats", "StatsTracker"]
+
+LAZY_STEPS = 16  # SB steps whose loss sums are added up in one go
 
 
 @dataclass(frozen=True)
@@ -79,17 +81,31 @@ class StatsTracker:
         self.scoring_seconds = 0.0
         self._candidates = 0  # samples selection ranked (finite ones under nan_policy='drop')
         self._loss_sums: torch.Tensor | None = None  # [kept, all candidates], float64
+        self._unsummed: list[tuple[torch.Tensor, torch.Tensor]] = []  # (losses, kept index) of steps not yet summed
 
     def record_selection(self, losses: torch.Tensor, index: torch.Tensor) -> None:
-        sums = torch.stack([losses.index_select(0, index).sum(), losses.sum()])  # [kept, all]
-        if self._loss_sums is None:
-            self._loss_sums = sums.to(torch.float64)
-        else:
-            self._loss_sums.add_(sums.to(self._loss_sums.device))
+        """Count one SB step's selection; its loss sums are added up lazily, ``LAZY_STEPS`` steps at a time."""
+        self._unsummed.append((losses, index))
+        if len(self._unsummed) >= LAZY_STEPS:
+            self._sum()
         self.samples_kept += index.shape[0]
         self._candidates += losses.shape[0]
 
+    def _sum(self) -> None:
+        """Add the loss sums of the steps recorded since the last call (a few device operations, no sync)."""
+        if not self._unsummed:
+            return
+        steps, self._unsummed = self._unsummed, []
+        kept = torch.cat([losses.index_select(0, index) for losses, index in steps])
+        every = torch.cat([losses for losses, _ in steps])
+        sums = torch.stack([kept.sum(dtype=torch.float64), every.sum(dtype=torch.float64)])  # [kept, all]
+        if self._loss_sums is None:
+            self._loss_sums = sums
+        else:
+            self._loss_sums.add_(sums.to(self._loss_sums.device))
+
     def snapshot(self) -> SBStats:
+        self._sum()
         kept_sum, all_sum = (0.0, 0.0) if self._loss_sums is None else self._loss_sums.tolist()
         dropped_sum = all_sum - kept_sum
         dropped = self._candidates - self.samples_kept
@@ -101,6 +117,7 @@ class StatsTracker:
         )
 
     def state_dict(self) -> dict[str, Any]:
+        self._sum()
         state: dict[str, Any] = {name: getattr(self, name) for name in self._COUNTERS}
         state["scoring_seconds"] = self.scoring_seconds
         state["candidates"] = self._candidates
@@ -113,3 +130,4 @@ class StatsTracker:
         self.scoring_seconds = float(state["scoring_seconds"])
         self._candidates = int(state["candidates"])
         self._loss_sums = None if state["loss_sums"] is None else state["loss_sums"].clone()
+        self._unsummed = []
