@@ -74,6 +74,10 @@ def test_cost_interpolation():
 
 def test_throughput_smoke(tmp_path):
     run("throughput.py", "--smoke", "--out", str(tmp_path))
-    timing = json.loads((tmp_path / "throughput.json").read_text())["families"]["mlp"]
+    results = json.loads((tmp_path / "throughput.json").read_text())
+    timing = results["families"]["mlp"]["steps"]
     assert "plain batch B" in timing and any("topk" in kind for kind in timing)
-    assert all(r["seconds_per_loader_batch"] > 0 for r in timing.values())
+    assert all(min(r["seconds_per_loader_batch"], r["predicted_seconds_per_loader_batch"]) > 0 for r in timing.values())
+    assert set(results["families"]["mlp"]["costs"]) == {"data", "train", "score", "overhead"}
+    assert results["timing"]["torch_threads"] == 1 and "allocator" in results["timing"]
+    assert "| mlp | plain batch B |" in (tmp_path / "table.md").read_text()
