@@ -30,10 +30,11 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))  # the cost model
 
 import torch
 import torch.nn.functional as F
-from costmodel import calibrate, sb_step_seconds  # examples/, on the path through _harness
+from costmodel import calibrate, sb_step_seconds
 
 from benchmarks import _suites
 from benchmarks._harness import MODELS, RECIPES, dataset, machine
