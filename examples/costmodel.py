@@ -17,8 +17,8 @@ and predicts the seconds of one loader batch of B samples as
   or ``data[B] + score[B] + overhead + (k / B) * train[B]`` with fixed-size output batches of B (``batch_size=B``);
 - with a loss cache: ``score[bucket]`` averaged over the scoring sizes the run used, in place of ``score[B]``.
 
-An epoch costs ``ceil(N / B)`` loader batches. Timings are medians over interleaved blocks after a warm-up; use
-one torch thread and, for stable numbers, the allocator pinning of ``benchmarks/_timing.py``.
+An epoch costs ``ceil(N / B)`` loader batches. Timings are medians over calls interleaved one by one after a
+warm-up; use one torch thread and, for stable numbers, the allocator pinning of ``benchmarks/_timing.py``.
 """
 
 from __future__ import annotations
@@ -54,19 +54,19 @@ class Costs:
 
 
 def interleaved(calls: dict[str, Callable[[], None]], *, block: int, rounds: int, clock=time.perf_counter) -> dict:
-    """Median seconds per call of each function, timed in blocks of ``block`` calls, rotating the order every round
-    after one warm-up block each (so that load changes on a shared machine hit every function alike)."""
+    """Median seconds per call of each function. Calls are interleaved one by one (each round runs every function
+    ``block`` times in turn, the order rotating every round), after one warm-up call each: so each call finds the
+    caches as the other calls left them, as in a training loop, and a load change on a shared machine hits every
+    function alike."""
     names = list(calls)
     times: dict[str, list[float]] = {name: [] for name in names}
     for name in names:
-        for _ in range(block):
-            calls[name]()
-    for r in range(rounds):
+        calls[name]()
+    for r in range(rounds * block):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             started = clock()
-            for _ in range(block):
-                calls[name]()
-            times[name].append((clock() - started) / block)
+            calls[name]()
+            times[name].append(clock() - started)
     return {name: statistics.median(values) for name, values in times.items()}
 
 
@@ -141,6 +141,20 @@ def calibrate(
     return costs
 
 
+def _at(table: dict[int, float], size: int) -> float:
+    """``table[size]``, or a linear interpolation between the measured sizes around it (extrapolated at the ends)."""
+    if size in table:
+        return table[size]
+    sizes = sorted(table)
+    if len(sizes) == 1:
+        return table[sizes[0]] * size / sizes[0]
+    low = max([s for s in sizes if s < size] or sizes[:1])
+    high = min([s for s in sizes if s > size and s != low] or sizes[-1:])
+    if high == low:
+        low = sizes[-2]
+    return table[low] + (table[high] - table[low]) * (size - low) / (high - low)
+
+
 def sb_step_seconds(
     costs: Costs,
     batch: int,
@@ -159,6 +173,6 @@ def sb_step_seconds(
             every step scores the whole batch.
     """
     mix = scored if scored is not None else {batch: 1.0}
-    scoring = sum(share * costs.score[size] for size, share in mix.items() if size)
+    scoring = sum(share * _at(costs.score, size) for size, share in mix.items() if size)
     training = kept / batch * costs.train[batch] if fixed else costs.train[kept]
     return costs.data.get(batch, 0.0) + scoring + costs.overhead[overhead] + training
