@@ -11,11 +11,12 @@ window gives), next to the raw seconds of the runs.
     python benchmarks/throughput.py                     # ConvNet and MLP; ~10 minutes on 2 shared cores
     python benchmarks/throughput.py --smoke --out /tmp/throughput   # seconds; what CI runs
 
-It also checks the calibrated cost model (``examples/costmodel.py``): it measures, interleaved, the seconds of a
-data gather, a training step and a scoring forward at each batch size the arms use and each configuration's SB
-step without training, predicts every step kind's seconds from them, and writes predicted and measured side by
-side (``table.md``), with forward-equivalents per loader batch as the machine-free column. Timing hygiene: one
-torch thread, glibc's allocator pinned, thread CPU time as the clock (``_timing.py``).
+It also checks the calibrated cost model (``examples/costmodel.py``): in the same rounds as the step kinds (so that
+load changes hit both alike) it times, call by call, a data gather, a training step and a scoring forward at each
+batch size the arms use and each configuration's SB step without training, predicts every step kind's seconds, and
+writes predicted and measured side by side (``table.md``), with forward-equivalents per loader batch as the
+machine-free column. Timing hygiene: one torch thread, glibc's allocator pinned, thread CPU time as the clock
+(``_timing.py``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))  # 
 
 import torch
 import torch.nn.functional as F
-from costmodel import calibrate, sb_step_seconds
+from costmodel import calibrate, costs_from, sb_step_seconds
 
 from benchmarks import _suites
 from benchmarks._harness import MODELS, RECIPES, dataset, machine
@@ -104,13 +105,24 @@ def measure(family: str, samples: int, block: int, rounds: int, best_path: Path 
         elapsed = cpu_clock() - started
         return elapsed / (consumed[name] - target + block)
 
+    calls = calibration_calls(family, data, arms, batch)  # the cost model's calls, timed in the same rounds
+    calibration: dict[str, list[float]] = {name: [] for name in calls}
     names = list(arms)
     for name in names:
         run_block(name)  # warm-up
+    for call in calls.values():
+        call()
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             times[name].append(run_block(name))
-    costs, predicted = predict(family, data, arms, batch, block, rounds)
+        order = list(calls)
+        for i in range(block):
+            for call in order[(r + i) % len(order) :] + order[: (r + i) % len(order)]:
+                started = cpu_clock()
+                calls[call]()
+                calibration[call].append(cpu_clock() - started)
+    costs = costs_from({call: statistics.median(values) for call, values in calibration.items()}, batch)
+    predicted = predict(costs, arms, batch)
     out = {}
     for name, arm in arms.items():
         loader_batch = keep_count(arm.keep, batch) if arm.small_batch else batch
@@ -133,8 +145,9 @@ def extra_fe(arm) -> float:
     return 1.0 if arm.policy == "reducible" else 0.0
 
 
-def predict(family: str, data, arms: dict, batch: int, block: int, rounds: int):
-    """Calibrate the cost model on this machine and predict each step kind's seconds per loader batch."""
+def calibration_calls(family: str, data, arms: dict, batch: int) -> dict:
+    """The cost model's calls (``examples/costmodel.py``): data gathers, training steps and scoring forwards at the
+    arms' batch sizes, and each SB configuration's engine step on a ready batch."""
     steps = {}
     for name, arm in arms.items():
         if arm.policy is None:
@@ -150,7 +163,7 @@ def predict(family: str, data, arms: dict, batch: int, block: int, rounds: int):
 
         steps[name] = step
     recipe = RECIPES[family]
-    costs = calibrate(
+    return calibrate(
         MODELS[family],
         data.x_train,
         data.y_train,
@@ -159,10 +172,12 @@ def predict(family: str, data, arms: dict, batch: int, block: int, rounds: int):
         make_optimizer=lambda m: torch.optim.AdamW(m.parameters(), lr=recipe["lr"] / 10, weight_decay=1e-4),
         engine_steps=steps,
         engine_batch=batch,
-        block=block,
-        rounds=rounds,
-        clock=cpu_clock,
+        measure=False,
     )
+
+
+def predict(costs, arms: dict, batch: int) -> dict[str, float]:
+    """Each step kind's seconds per loader batch, as the calibrated cost model predicts them."""
     predicted = {}
     for name, arm in arms.items():
         kept = keep_count(arm.keep, batch)
@@ -170,7 +185,7 @@ def predict(family: str, data, arms: dict, batch: int, block: int, rounds: int):
             predicted[name] = costs.plain_step(kept if arm.small_batch else batch)
         else:
             predicted[name] = sb_step_seconds(costs, batch, kept, overhead=name, fixed=arm.pooled)
-    return costs, predicted
+    return predicted
 
 
 def table(results: dict) -> str:

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["Costs", "calibrate", "interleaved", "sb_step_seconds"]
+__all__ = ["Costs", "calibrate", "costs_from", "interleaved", "sb_step_seconds"]
 
 
 @dataclass
@@ -80,9 +80,11 @@ def calibrate(
     make_optimizer: Callable[[nn.Module], torch.optim.Optimizer] | None = None,
     engine_steps: dict[str, Callable[[], None]] | None = None,
     engine_batch: int | None = None,
+    data_calls: dict[int, Callable[[], None]] | None = None,
     block: int = 8,
     rounds: int = 5,
     clock=time.perf_counter,
+    measure: bool = True,
 ) -> Costs:
     """Measure :class:`Costs` for a model on samples of ``x``/``y`` (at least the largest size).
 
@@ -94,8 +96,11 @@ def calibrate(
         engine_steps: by configuration name, one SB step of that configuration's engine on a ready batch of
             ``engine_batch`` samples (e.g. ``lambda: engine.process(batch)``); its time minus
             ``score[engine_batch]`` is that configuration's ``overhead``.
-        block, rounds: calls per timed block, timed blocks per measurement.
+        data_calls: by batch size, how the run gets one batch (e.g. ``lambda: next(iter(loader))``); default a
+            gather of random rows of ``x`` and ``y``.
+        block, rounds: each round calls every function ``block`` times, interleaved one by one.
         clock: the timer; ``time.thread_time`` on a shared CPU machine.
+        measure: False returns the calls by name instead, for :func:`costs_from` after timing them elsewhere.
     """
     model = make_model()
     optimizer = (make_optimizer or (lambda m: torch.optim.AdamW(m.parameters(), lr=1e-3)))(model)
@@ -126,18 +131,25 @@ def calibrate(
 
     trains = sorted(set(train_sizes))
     scores = sorted(set(score_sizes) | ({engine_batch} if engine_steps else set()))
-    calls = {f"data {b}": gather(b) for b in trains}
+    calls = {f"data {b}": (data_calls or {}).get(b) or gather(b) for b in trains}
     calls.update({f"train {b}": train(b) for b in trains})
     calls.update({f"score {b}": score(b) for b in scores})
     calls.update({f"engine {name}": step for name, step in engine_steps.items()})
-    seconds = interleaved(calls, block=block, rounds=rounds, clock=clock)
-    costs = Costs(
-        data={b: seconds[f"data {b}"] for b in trains},
-        train={b: seconds[f"train {b}"] for b in trains},
-        score={b: seconds[f"score {b}"] for b in scores},
-    )
-    for name in engine_steps:
-        costs.overhead[name] = max(0.0, seconds[f"engine {name}"] - seconds[f"score {engine_batch}"])
+    if not measure:
+        return calls  # type: ignore[return-value]
+    return costs_from(interleaved(calls, block=block, rounds=rounds, clock=clock), engine_batch)
+
+
+def costs_from(seconds: dict[str, float], engine_batch: int | None = None) -> Costs:
+    """:class:`Costs` from the median seconds of :func:`calibrate`'s calls (``measure=False`` gives the calls, to
+    interleave them with other timings)."""
+    costs = Costs()
+    for name, value in seconds.items():
+        kind, _, key = name.partition(" ")
+        if kind == "engine":
+            costs.overhead[key] = max(0.0, value - seconds[f"score {engine_batch}"])
+        elif kind in ("data", "train", "score"):
+            getattr(costs, kind)[int(key)] = value
     return costs
 
 

@@ -127,8 +127,8 @@ def main(argv: list[str] | None = None) -> dict:
     per_epoch = {size: -(-len(split.x_train) // size) * costs.plain_step(size) for size in (args.batch_size, small)}
     for arm, controls in ((sb_name, ("baseline", "small")), ("SB + LossCache(2)", ("small",))):
         seconds = results[arm]["seconds"]
-        if "baseline" in controls:
-            epochs = max(1, round(seconds / per_epoch[args.batch_size]))
+        epochs = max(1, round(seconds / per_epoch[args.batch_size]))
+        if "baseline" in controls and epochs < args.epochs:  # else SB saved no time: the baseline is its control
             results[f"baseline {epochs} epochs"] = train(split, keep=None, **{**common, "epochs": epochs})
         epochs = max(1, round(seconds / per_epoch[small]))
         if "small" in controls and f"batch {small}, {epochs} epochs" not in results:
@@ -147,8 +147,8 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def calibrate_here(split, batch_size: int, keep: float, small: int):
-    """This machine's step costs for the ConvNet (a few seconds): training at B and at the small batch, scoring at
-    every bucket size a cached run may use, and SBLoader's own work per SB step."""
+    """This machine's step costs for the ConvNet (a few seconds): loading a batch, training at B and at the small
+    batch, scoring at every bucket size a cached run may use, and SBLoader's own work per SB step."""
     x, y = split.x_train, split.y_train
     torch.manual_seed(0)
     engine = SBLoader([], ConvNet(), F.cross_entropy, keep=keep).engine
@@ -157,11 +157,22 @@ def calibrate_here(split, batch_size: int, keep: float, small: int):
     def sb_step() -> None:
         engine.process(batch)
 
+    def fetch(size: int):  # one batch from a DataLoader like the arms', restarting it when it runs out
+        loader = DataLoader(TensorDataset(x, y), batch_size=size, shuffle=True)
+        state = {"batches": iter(loader)}
+
+        def call() -> None:
+            if next(state["batches"], None) is None:
+                state["batches"] = iter(loader)
+
+        return call
+
     quantum = -(-batch_size // 4)  # LossCache scores in multiples of a quarter batch (sbdata.cache.BUCKETS)
     sizes = sorted({*range(quantum, batch_size + 1, quantum), batch_size, len(x) % batch_size or batch_size})
     return calibrate(
         ConvNet, x, y, train_sizes=[batch_size, small, len(x) % batch_size or batch_size, len(x) % small or small],
         score_sizes=sizes, engine_steps={"sb": sb_step}, engine_batch=batch_size, block=4, rounds=3,
+        data_calls={size: fetch(size) for size in (batch_size, small)},
         make_optimizer=lambda m: torch.optim.AdamW(m.parameters(), lr=3e-3, weight_decay=1e-4),
     )  # fmt: skip
 
