@@ -106,6 +106,9 @@ def measure(family: str, samples: int, block: int, rounds: int, best_path: Path 
         return elapsed / (consumed[name] - target + block)
 
     calls = calibration_calls(family, data, arms, batch)  # the cost model's calls, timed in the same rounds
+    sizes = {keep_count(arm.keep, batch) if arm.small_batch else batch for arm in arms.values() if arm.policy is None}
+    plain = [f"plain {size}" for size in sorted(sizes)]
+    calls.update({name: calls[name.replace("plain", "train")] for name in plain})
     calibration: dict[str, list[float]] = {name: [] for name in calls}
     names = list(arms)
     for name in names:
@@ -115,7 +118,12 @@ def measure(family: str, samples: int, block: int, rounds: int, best_path: Path 
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             times[name].append(run_block(name))
-        order = list(calls)
+        for call in plain:  # training steps back to back, as the plain arms run them
+            started = cpu_clock()
+            for _ in range(block):
+                calls[call]()
+            calibration[call].append((cpu_clock() - started) / block)
+        order = [call for call in calls if call not in plain]
         for i in range(block):
             for call in order[(r + i) % len(order) :] + order[: (r + i) % len(order)]:
                 started = cpu_clock()

@@ -42,15 +42,18 @@ class Costs:
 
     data: dict[int, float] = field(default_factory=dict)
     train: dict[int, float] = field(default_factory=dict)
+    plain: dict[int, float] = field(default_factory=dict)  # training steps timed back to back (a plain loop)
     score: dict[int, float] = field(default_factory=dict)
     overhead: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"data": self.data, "train": self.train, "score": self.score, "overhead": self.overhead}
+        names = ("data", "train", "plain", "score", "overhead")
+        return {name: getattr(self, name) for name in names}
 
     def plain_step(self, batch: int) -> float:
-        """Predicted seconds of one plain training step at ``batch``, data included."""
-        return self.data.get(batch, 0.0) + self.train[batch]
+        """Predicted seconds of one plain training step at ``batch``, data included: training steps timed back to
+        back where measured (as a plain loop runs them), else interleaved with the other calls."""
+        return self.data.get(batch, 0.0) + self.plain.get(batch, self.train[batch])
 
 
 def interleaved(calls: dict[str, Callable[[], None]], *, block: int, rounds: int, clock=time.perf_counter) -> dict:
@@ -148,7 +151,7 @@ def costs_from(seconds: dict[str, float], engine_batch: int | None = None) -> Co
         kind, _, key = name.partition(" ")
         if kind == "engine":
             costs.overhead[key] = max(0.0, value - seconds[f"score {engine_batch}"])
-        elif kind in ("data", "train", "score"):
+        elif kind in ("data", "train", "plain", "score"):
             getattr(costs, kind)[int(key)] = value
     return costs
 

@@ -78,7 +78,7 @@ def test_throughput_smoke(tmp_path):
     timing = results["families"]["mlp"]["steps"]
     assert "plain batch B" in timing and any("topk" in kind for kind in timing)
     assert all(min(r["seconds_per_loader_batch"], r["predicted_seconds_per_loader_batch"]) > 0 for r in timing.values())
-    assert set(results["families"]["mlp"]["costs"]) == {"data", "train", "score", "overhead"}
+    assert set(results["families"]["mlp"]["costs"]) == {"data", "train", "plain", "score", "overhead"}
     assert results["timing"]["torch_threads"] == 1 and "allocator" in results["timing"]
     assert "| mlp | plain batch B |" in (tmp_path / "table.md").read_text()
 
