@@ -128,6 +128,8 @@ def add_priced_seconds(summary: dict[str, Any], records: list[dict[str, Any]], t
         return
     family, samples = records[0]["family"], records[0]["samples"]
     timing = json.loads(timing_path.read_text())["families"].get(family)
+    if timing is not None and "steps" in timing:  # throughput.py's layout with the cost model's predictions
+        timing = timing["steps"]
     kinds = {step_kind(Arm(name, **row["config"])) for name, row in summary["arms"].items()}
     if timing is None or not kinds <= set(timing) | {"plain batch B"}:
         return  # not every arm's step was timed: no partial column

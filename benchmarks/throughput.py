@@ -10,15 +10,22 @@ window gives), next to the raw seconds of the runs.
 
     python -m benchmarks.throughput                     # ConvNet and MLP; ~10 minutes on 2 shared cores
     python -m benchmarks.throughput --smoke --out /tmp/throughput   # seconds; what CI runs
+
+It also checks the calibrated cost model (``examples/costmodel.py``): in the same rounds as the step kinds (so that
+load changes hit both alike) it times, call by call, a data gather, a training step and a scoring forward at each
+batch size the arms use and each configuration's SB step without training, predicts every step kind's seconds, and
+writes predicted and measured side by side (``table.md``), with forward-equivalents per loader batch as the
+machine-free column. Timing hygiene: one torch thread, glibc's allocator pinned, thread CPU time as the clock
+(``_timing.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,6 +34,8 @@ import torch.nn.functional as F
 
 from benchmarks import _suites
 from benchmarks._harness import MODELS, RECIPES, dataset, machine
+from benchmarks._timing import cpu_clock, setup
+from examples.costmodel import calibrate, costs_from, sb_step_seconds
 from sbdata import keep_count
 
 RESULTS = Path(__file__).resolve().parent / "results" / "throughput"
@@ -86,29 +95,124 @@ def measure(family: str, samples: int, block: int, rounds: int, best_path: Path 
 
     def run_block(name: str) -> float:
         target = consumed[name] + block
-        started = time.perf_counter()
+        started = cpu_clock()
         while consumed[name] < target:
             consumed[name] = next(gens[name])
-        elapsed = time.perf_counter() - started
+        elapsed = cpu_clock() - started
         return elapsed / (consumed[name] - target + block)
 
+    calls = calibration_calls(family, data, arms, batch)  # the cost model's calls, timed in the same rounds
+    sizes = {keep_count(arm.keep, batch) if arm.small_batch else batch for arm in arms.values() if arm.policy is None}
+    plain = [f"plain {size}" for size in sorted(sizes)]
+    calls.update({name: calls[name.replace("plain", "train")] for name in plain})
+    calibration: dict[str, list[float]] = {name: [] for name in calls}
     names = list(arms)
     for name in names:
         run_block(name)  # warm-up
+    for call in calls.values():
+        call()
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             times[name].append(run_block(name))
+        for call in plain:  # training steps back to back, as the plain arms run them
+            started = cpu_clock()
+            for _ in range(block):
+                calls[call]()
+            calibration[call].append((cpu_clock() - started) / block)
+        order = [call for call in calls if call not in plain]
+        for i in range(block):
+            for call in order[(r + i) % len(order) :] + order[: (r + i) % len(order)]:
+                started = cpu_clock()
+                calls[call]()
+                calibration[call].append(cpu_clock() - started)
+    costs = costs_from({call: statistics.median(values) for call, values in calibration.items()}, batch)
+    predicted = predict(costs, arms, batch)
     out = {}
     for name, arm in arms.items():
         loader_batch = keep_count(arm.keep, batch) if arm.small_batch else batch
+        kept = keep_count(arm.keep, batch)
         ts = times[name]
         out[name] = {
             "seconds_per_loader_batch": statistics.median(ts),
             "min": min(ts),
             "max": max(ts),
             "loader_batch": loader_batch,
+            "predicted_seconds_per_loader_batch": predicted[name],
+            "fe_per_loader_batch": 3 * loader_batch if arm.policy is None else batch * (1 + extra_fe(arm)) + 3 * kept,
+            "loader_batches_per_epoch": -(-len(data.y_train) // loader_batch),
         }
-    return out
+    return {"steps": out, "costs": costs.as_dict()}
+
+
+def extra_fe(arm) -> float:
+    """Forward-equivalents per scored sample beyond the live model's forward (the irreducible model's)."""
+    return 1.0 if arm.policy == "reducible" else 0.0
+
+
+def calibration_calls(family: str, data, arms: dict, batch: int) -> dict:
+    """The cost model's calls (``examples/costmodel.py``): data gathers, training steps and scoring forwards at the
+    arms' batch sizes, and each SB configuration's engine step on a ready batch."""
+    steps = {}
+    for name, arm in arms.items():
+        if arm.policy is None:
+            continue
+        torch.manual_seed(0)
+        loader, _ = arm.build(MODELS[family](), data, family=family, batch=batch, epochs=1000, seed=0)
+        ready = itertools.cycle(list(itertools.islice(iter(loader.loader), 4)))
+        engine = loader.engine
+
+        def step(engine=engine, ready=ready) -> None:
+            engine.push(next(ready))
+            while engine.outputs_ready:  # hand the outputs on, as a front end would
+                engine.pop_output()
+
+        steps[name] = step
+    recipe = RECIPES[family]
+    return calibrate(
+        MODELS[family],
+        data.x_train,
+        data.y_train,
+        train_sizes=[batch, *(keep_count(arm.keep, batch) for arm in arms.values())],
+        score_sizes=[batch],
+        make_optimizer=lambda m: torch.optim.AdamW(m.parameters(), lr=recipe["lr"] / 10, weight_decay=1e-4),
+        engine_steps=steps,
+        engine_batch=batch,
+        measure=False,
+    )
+
+
+def predict(costs, arms: dict, batch: int) -> dict[str, float]:
+    """Each step kind's seconds per loader batch, as the calibrated cost model predicts them."""
+    predicted = {}
+    for name, arm in arms.items():
+        kept = keep_count(arm.keep, batch)
+        if arm.policy is None:
+            predicted[name] = costs.plain_step(kept if arm.small_batch else batch)
+        else:
+            predicted[name] = sb_step_seconds(costs, batch, kept, overhead=name, fixed=arm.pooled)
+    return predicted
+
+
+def table(results: dict) -> str:
+    """Predicted against measured seconds per loader batch and per epoch, with FE, for every step kind."""
+    lines = [
+        "| model | step kind | FE / loader batch | predicted ms / loader batch | measured ms / loader batch "
+        "[min, max] | predicted / measured | predicted s / epoch | measured s / epoch |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for family, found in results["families"].items():
+        base = found["steps"]["plain batch B"]
+        for name, r in found["steps"].items():
+            per_epoch = r["loader_batches_per_epoch"]
+            lines.append(
+                f"| {family} | {name} | {r['fe_per_loader_batch'] / base['fe_per_loader_batch']:.2f}x | "
+                f"{1e3 * r['predicted_seconds_per_loader_batch']:.2f} | {1e3 * r['seconds_per_loader_batch']:.2f} "
+                f"[{1e3 * r['min']:.2f}, {1e3 * r['max']:.2f}] | "
+                f"{r['predicted_seconds_per_loader_batch'] / r['seconds_per_loader_batch']:.3f} | "
+                f"{per_epoch * r['predicted_seconds_per_loader_batch']:.2f} | "
+                f"{per_epoch * r['seconds_per_loader_batch']:.2f} |"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,14 +227,18 @@ def main(argv: list[str] | None = None) -> int:
     samples = 2000 if args.smoke else 100_000
     if args.smoke:
         args.families, args.block, args.rounds = ["mlp"], 2, 2
-    torch.set_num_threads(1)
-    results = {"machine": machine(), "config": {k: str(v) for k, v in vars(args).items()}, "families": {}}
+    timing = setup()
+    config = {k: str(v) for k, v in vars(args).items()}
+    results = {"machine": machine(), "timing": timing, "config": config, "families": {}}
     for family in args.families:
         results["families"][family] = measure(family, samples, args.block, args.rounds, args.best)
-        for name, r in results["families"][family].items():
-            print(f"{family} {name:<40} {1e3 * r['seconds_per_loader_batch']:8.2f} ms / loader batch", flush=True)
+        for name, r in results["families"][family]["steps"].items():
+            measured, predicted = r["seconds_per_loader_batch"], r["predicted_seconds_per_loader_batch"]
+            print(f"{family} {name:<40} {1e3 * measured:8.2f} ms measured, {1e3 * predicted:8.2f} predicted")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "throughput.json").write_text(json.dumps(results, indent=1))
+    (args.out / "table.md").write_text(table(results))
+    print(table(results))
     return 0
 
 

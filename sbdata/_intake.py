@@ -108,7 +108,9 @@ class Intake:
         self._count(n)
 
     def end_source(self) -> None:
-        """The epoch's source ran out: queue the pool's short rest (unless ``drop_last``)."""
+        """The epoch's source ran out: report a non-finite loss whose flag is still in flight, then queue the pool's
+        short rest (unless ``drop_last``)."""
+        self.selector.settle()
         self.output.end_source()
 
     def fill(self, source: Iterator[Any]) -> bool:

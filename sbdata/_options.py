@@ -81,9 +81,10 @@ class EngineOptions(TypedDict, total=False):
         reduce: ``reduce(losses, targets) -> (B,)`` for losses with extra dims; default mean over them.
         generator: ``torch.Generator`` on the scoring device, or an int seed; None seeds 0 (under
             ``torch.distributed``, the rank, so that ranks draw independently). Default None.
-        nan_policy: for non-finite losses, ``"raise"`` (naming the positions; reads one flag per SB step),
-            ``"drop"`` (never keep them; one sync) or ``"keep"`` (treat them as the hardest; no sync).
-            Default ``"raise"``.
+        nan_policy: for non-finite losses, ``"raise"`` (naming the loader batch and positions; no sync: the flag is
+            read once it reaches the host, on CUDA normally at the next SB step, at the latest at the epoch's end
+            or in ``state_dict``), ``"drop"`` (never keep them; one sync) or ``"keep"`` (treat them as the hardest;
+            no sync). Default ``"raise"``.
         batch_size: emit SB batches of exactly this many samples through a pool; None emits each subset as it
             is. Default None.
         drop_last: with ``batch_size``, drop the short last batch of an epoch. Default False.

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from . import _batch
+from ._finite import FiniteCheck
 from .cache import LossCache
 from .policies import keep_count
 from .registry import resolve_policy
@@ -121,6 +122,7 @@ class Selector:
         self.sync = sync
         self.tracker = tracker
         self.lockstep = lockstep
+        self.finite_check = FiniteCheck()
         if cache is not None:
             cache.bind(device)
         if self.return_weights and not self.policy.weighted:
@@ -192,38 +194,41 @@ class Selector:
             )
 
     def _score(self, inputs: Any, targets: Any, n: int, ids: Any, now: int, seed: int) -> torch.Tensor:
-        """Per-sample losses of the live model: scored, or taken from the cache where still fresh."""
+        """Per-sample losses of the live model: scored, or taken from the cache where still fresh.
+
+        With a cache, the stale samples are scored in a bucket of a few fixed sizes (:func:`~sbdata.cache.bucket_size`)
+        filled up with the batch's stalest fresh samples; which ones is known on the host, so nothing waits.
+        """
         if self.cache is None:
             self.tracker.samples_scored += n
             return self.scorer(self.model, inputs, targets, n, self.device, seed)
         known = self.cache.lookup(ids, now)
-        stale = known.stale.shape[0]
-        self.tracker.samples_scored += stale
-        self.tracker.samples_reused += n - stale
-        if stale == 0 and self.lockstep is None:  # in lockstep every rank scores, if only zero samples (FSDP)
+        count = known.count
+        self.tracker.samples_scored += count
+        self.tracker.samples_reused += n - count
+        if count == 0 and self.lockstep is None:  # in lockstep every rank scores, if only zero samples (FSDP)
             return known.losses
-        if stale == n:
+        if count == n:
             fresh = self.scorer(self.model, inputs, targets, n, self.device, seed)
-        else:
-            sub_inputs, sub_targets = _batch.select(inputs, known.stale), _batch.select(targets, known.stale)
-            fresh = self.scorer(self.model, sub_inputs, sub_targets, stale, self.device, seed)
+            self.cache.store(known, fresh, now)
+            return fresh
+        sub_inputs, sub_targets = _batch.select(inputs, known.positions), _batch.select(targets, known.positions)
+        fresh = self.scorer(self.model, sub_inputs, sub_targets, count, self.device, seed)
         self.cache.store(known, fresh, now)
-        return known.losses.to(fresh.dtype).index_copy(0, known.stale, fresh)  # cached: float32
+        return known.losses.to(fresh.dtype).index_copy(0, known.positions, fresh)  # cached: float32
 
     def _screen(self, scores: torch.Tensor, step: int) -> tuple[torch.Tensor | None, torch.Tensor]:
-        finite = torch.isfinite(scores)
         if self.nan_policy == "keep":
-            return None, torch.where(finite, scores, torch.inf)
+            return None, torch.where(torch.isfinite(scores), scores, torch.inf)
         if self.nan_policy == "drop":
-            candidates = torch.nonzero(finite).squeeze(1)
+            candidates = torch.nonzero(torch.isfinite(scores)).squeeze(1)  # the count varies: one synchronisation
             return candidates, scores.index_select(0, candidates)
-        if not bool(finite.all()):
-            positions = torch.nonzero(~finite).squeeze(1).tolist()
-            raise ValueError(
-                f"non-finite loss at batch positions {positions[:20]} of loader batch {step}: fix the data "
-                "or the model, or pass nan_policy='drop' to skip such samples or 'keep' to treat them as the hardest"
-            )
+        self.finite_check.add(scores, step)  # read once it reaches the host: no synchronisation
         return None, scores
+
+    def settle(self) -> None:
+        """Report anything still in flight: a non-finite loss of an SB step whose flag has not been read yet."""
+        self.finite_check.settle()
 
     def observe(self, batch: Any, losses: torch.Tensor, now: int) -> None:
         """Record per-sample training losses of a yielded ``batch`` into the cache (detached, no sync)."""
@@ -238,7 +243,8 @@ class Selector:
         self.cache.observe(self.ids(batch), losses, now)
 
     def state_dict(self) -> dict[str, Any]:
-        """The generator's, the policy's and the cache's state."""
+        """The generator's, the policy's and the cache's state (after reporting any non-finite loss in flight)."""
+        self.settle()
         return {
             "generator": self.generator.get_state(),
             "policy": self.policy.state_dict(),

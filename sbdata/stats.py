@@ -8,7 +8,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["SBStats", "StatsTracker"]
+__all__ = ["LAZY_STEPS", "SBStats", "StatsTracker"]
+
+LAZY_STEPS = 16  # SB steps whose loss sums are added up in one go
 
 
 @dataclass(frozen=True)
@@ -82,29 +84,49 @@ class StatsTracker:
         self._candidates = 0  # samples selection ranked (finite ones under nan_policy='drop')
         # finite losses only: [kept sum, all sum, kept count, all count], float64 on the scoring device
         self._loss_sums: torch.Tensor | None = None
+        self._unsummed: list[tuple[torch.Tensor, torch.Tensor]] = []  # (losses, kept index) of steps not yet summed
 
     def record_selection(self, losses: torch.Tensor, index: torch.Tensor) -> None:
-        finite = torch.isfinite(losses)
-        clean = torch.where(finite, losses, torch.zeros_like(losses))
-        kept, kept_finite = clean.index_select(0, index), finite.index_select(0, index)
-        sums = torch.stack([kept.sum(), clean.sum(), kept_finite.sum().to(clean.dtype), finite.sum().to(clean.dtype)])
-        if self._loss_sums is None:
-            self._loss_sums = sums.to(torch.float64)
-        else:
-            self._loss_sums = self._loss_sums + sums.to(self._loss_sums.device)  # not in place: see counters()
+        """Count one SB step's selection; its loss sums are added up lazily, ``LAZY_STEPS`` steps at a time."""
+        self._unsummed.append((losses, index))
+        if len(self._unsummed) >= LAZY_STEPS:
+            self._sum()
         self.samples_kept += index.shape[0]
         self._candidates += losses.shape[0]
 
+    def _sum(self) -> None:
+        """Add the finite loss sums and counts of the steps recorded since the last call (device ops, no sync)."""
+        if not self._unsummed:
+            return
+        steps, self._unsummed = self._unsummed, []
+        kept = torch.cat([losses.index_select(0, index) for losses, index in steps])
+        every = torch.cat([losses for losses, _ in steps])
+        kept_finite, every_finite = torch.isfinite(kept), torch.isfinite(every)
+        sums = torch.stack(
+            [
+                torch.where(kept_finite, kept, 0).sum(dtype=torch.float64),
+                torch.where(every_finite, every, 0).sum(dtype=torch.float64),
+                kept_finite.sum(dtype=torch.float64),
+                every_finite.sum(dtype=torch.float64),
+            ]
+        )
+        if self._loss_sums is None:
+            self._loss_sums = sums
+        else:
+            self._loss_sums = self._loss_sums + sums.to(self._loss_sums.device)  # not in place: see counters()
+
     def counters(self) -> tuple[Any, ...]:
         """Everything a batch adds, to put back with :meth:`restore_counters` if processing it fails."""
-        return (*(getattr(self, name) for name in self._COUNTERS), self._candidates, self._loss_sums)
+        counts = (getattr(self, name) for name in self._COUNTERS)
+        return (*counts, self._candidates, self._loss_sums, list(self._unsummed))
 
     def restore_counters(self, saved: tuple[Any, ...]) -> None:
         for name, value in zip(self._COUNTERS, saved, strict=False):
             setattr(self, name, value)
-        self._candidates, self._loss_sums = saved[-2], saved[-1]
+        self._candidates, self._loss_sums, self._unsummed = saved[-3], saved[-2], list(saved[-1])
 
     def snapshot(self) -> SBStats:
+        self._sum()
         kept_sum, all_sum, kept, seen = [0.0] * 4 if self._loss_sums is None else self._loss_sums.tolist()
         dropped_sum = all_sum - kept_sum
         dropped = seen - kept
@@ -116,6 +138,7 @@ class StatsTracker:
         )
 
     def state_dict(self) -> dict[str, Any]:
+        self._sum()
         state: dict[str, Any] = {name: getattr(self, name) for name in self._COUNTERS}
         state["scoring_seconds"] = self.scoring_seconds
         state["candidates"] = self._candidates
@@ -131,3 +154,4 @@ class StatsTracker:
         if sums is not None and sums.shape[0] == 2:  # saved before the finite counts were kept: all were finite
             sums = torch.cat([sums, sums.new_tensor([self.samples_kept, self._candidates])])
         self._loss_sums = None if sums is None else sums.clone()
+        self._unsummed = []

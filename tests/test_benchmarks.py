@@ -77,6 +77,31 @@ def test_cost_interpolation():
 @pytest.mark.slow
 def test_throughput_smoke(tmp_path):
     run("throughput.py", "--smoke", "--out", str(tmp_path))
-    timing = json.loads((tmp_path / "throughput.json").read_text())["families"]["mlp"]
+    results = json.loads((tmp_path / "throughput.json").read_text())
+    timing = results["families"]["mlp"]["steps"]
     assert "plain batch B" in timing and any("topk" in kind for kind in timing)
-    assert all(r["seconds_per_loader_batch"] > 0 for r in timing.values())
+    assert all(min(r["seconds_per_loader_batch"], r["predicted_seconds_per_loader_batch"]) > 0 for r in timing.values())
+    assert set(results["families"]["mlp"]["costs"]) == {"data", "train", "plain", "score", "overhead"}
+    assert results["timing"]["torch_threads"] == 1 and "allocator" in results["timing"]
+    assert "| mlp | plain batch B |" in (tmp_path / "table.md").read_text()
+
+
+def test_gpu_smoke(tmp_path):
+    """The GPU benchmark runs end to end on the CPU (CI has no GPU): every arm timed, the sync check reported."""
+    run("gpu.py", "--smoke", "--out", str(tmp_path))
+    results = json.loads((tmp_path / "gpu.json").read_text())
+    arms = results["timing"]["8/64"]
+    assert set(arms) == {"baseline", "small-batch", "sb-topk", "sb-cache-observe"}
+    assert all(r["seconds_per_epoch"] > 0 for r in arms.values())
+    assert arms["sb-cache-observe"]["scored_share"] < arms["sb-topk"]["scored_share"] == 1.0
+    assert results["sync_check"] and "| sync check" in (tmp_path / "table.md").read_text()
+
+
+def test_cache_timing_smoke(tmp_path):
+    run("cache_timing.py", "--smoke", "--out", str(tmp_path))
+    results = json.loads((tmp_path / "cache_timing.json").read_text())
+    summary = results["summary"]
+    assert set(summary) == {"fresh", "cache-s2", "cache-s2-observe"}
+    assert summary["cache-s2"]["samples_scored"] < summary["fresh"]["samples_scored"]
+    assert all(row["predicted"] > 0 and row["distinct_sizes"] <= results["buckets"] + 2 for row in summary.values())
+    assert "observe / no observe" in (tmp_path / "table.md").read_text()

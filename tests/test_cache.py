@@ -186,3 +186,42 @@ def test_observe_reaches_the_cache_through_the_node_and_the_stage():
         front.observe(indexed(range(8, 12)), torch.tensor([9.0, 8.0, 0.0, 0.0]))
         assert ids_of(next(outputs)) == [8, 9], build
         assert model.calls == [8, 4], build
+
+
+def test_bucket_sizes_round_stale_counts_up_to_a_few_sizes():
+    from sbdata.cache import BUCKETS, bucket_size
+
+    assert BUCKETS == 4
+    assert [bucket_size(m, 256, 256) for m in (0, 1, 64, 65, 129, 200, 256)] == [0, 64, 64, 128, 192, 256, 256]
+    assert bucket_size(70, 100, 256) == 100  # capped at the (short) batch
+    assert bucket_size(3, 8, 8) == 4
+
+
+def test_stale_subset_is_filled_with_the_stalest_fresh_samples():
+    model = OracleModel(LOSSES)
+    cache = LossCache(staleness=2, size=16)
+    sb = SBLoader([indexed(range(8))], model, ce, keep=0.25, cache=cache, id_key="index")
+    epoch(sb)  # epoch 0: all 8 scored at time 0
+    sb.observe(indexed([4, 5, 6]), torch.tensor([5.0, 5.0, 5.0]))  # 4-6 measured at epoch 0 still
+    epoch(sb), epoch(sb)  # epochs 1, 2: all fresh (<= 2 epochs old)
+    assert model.calls == [8]
+    sb.observe(indexed([0, 1, 2]), torch.tensor([0.5, 0.5, 0.5]))  # measured at epoch 2
+    epoch(sb)  # epoch 3: 3-7 are 3 epochs old (stale); a bucket of 6 (multiples of 2) adds the stalest fresh: 0
+    assert model.calls == [8, 6]
+    assert sb.stats.samples_scored == 14 and 0 in cache
+
+
+def test_a_cached_run_scores_in_a_handful_of_sizes():
+    n, batch = 200, 32
+    table = [float(v) for v in torch.rand(n, generator=torch.Generator().manual_seed(1)) * 3]
+    model = OracleModel(table)
+    generator = torch.Generator().manual_seed(0)
+    sb = SBLoader([], model, ce, keep=0.25, cache=LossCache(staleness=1, size=n), id_key="index")
+    for _ in range(12):
+        order = torch.randperm(n, generator=generator)
+        sb.loader = [indexed(order[i : i + batch].tolist()) for i in range(0, n, batch)]
+        for out in sb:
+            sb.observe(out, torch.rand(len(out["index"]), generator=generator))
+    sizes = set(model.calls)
+    assert sizes <= {8, 16, 24, 32, 200 % batch}, sizes  # multiples of 32 / 4, and the short last batch
+    assert sb.stats.samples_reused > 0 and len(sizes) >= 3

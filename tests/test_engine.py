@@ -245,3 +245,21 @@ def test_parameter_free_model_scores_on_cpu():
     assert engine.device == torch.device("cpu")
     subset = engine.process(oracle_batch(range(4)))
     assert len(ids_of(subset)) == 2
+
+
+def test_nan_raise_reads_its_flag_late_but_always_reports_it(monkeypatch):
+    """On CUDA the flag is read once it reaches the host: later steps may run first, the epoch's end waits."""
+    from sbdata._hostcopy import HostCopy
+
+    monkeypatch.setattr(HostCopy, "ready", lambda self: False)  # a device that never lands a copy by itself
+    table = list(LOSSES)
+    table[9] = float("nan")
+    sb = SBLoader([oracle_batch(range(8)), oracle_batch(range(8, 16))], OracleModel(table), ce)
+    outputs = iter(sb)
+    assert len(next(outputs)[1]) == 4 and len(next(outputs)[1]) == 4  # both yielded while the flags are in flight
+    with pytest.raises(ValueError, match=r"non-finite loss at batch positions \[1\] of loader batch 1"):
+        next(outputs)
+    sb = SBLoader([oracle_batch(range(8, 16))], OracleModel(table), ce)
+    next(iter(sb))
+    with pytest.raises(ValueError, match="loader batch 0"):
+        sb.state_dict()  # a checkpoint never hides it either

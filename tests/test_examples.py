@@ -26,7 +26,7 @@ def test_quickstart_small_runs_end_to_end(tmp_path):
     assert sb["forward_equivalents"] < results["baseline"]["forward_equivalents"]
     cached = results["SB + LossCache(2)"]  # one epoch: nothing is cached yet, so it scores what SB scores
     assert cached["backprop_fraction"] == sb["backprop_fraction"]
-    assert all(0.0 <= r["accuracy"] <= 1.0 for r in results.values())
+    assert all(0.0 <= r["accuracy"] <= 1.0 and r["predicted_seconds"] > 0 for r in results.values())
 
 
 def test_load_mnist1d_restores_global_rngs():

@@ -375,3 +375,49 @@ def test_a_model_that_returns_a_tuple_names_the_forward_hook():
         [oracle_batch(range(4))], TwoOutputs([0.5, 2.0, 1.0, 3.0]), ce, keep=0.5, forward=lambda m, x: m(x)[0]
     )
     assert ids_of(next(iter(fixed))) == [1, 3]
+
+
+def _compiled_run(dynamic: bool | None) -> dict:
+    """A cached, observed SB run of a compiled tiny model, scoring and training through the same compiled module;
+    the ``eager`` backend counts Dynamo's graphs without paying for inductor's code generation."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from sbdata import LossCache, SBLoader
+
+    torch._dynamo.reset()
+    counters.clear()
+    n, batch = 300, 32  # a short last batch of 12
+    generator = torch.Generator().manual_seed(0)
+    x_all, y_all = torch.randn(n, 8, generator=generator), torch.randint(0, 3, (n,), generator=generator)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    compiled = torch.compile(model, backend="eager", dynamic=dynamic)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    cache = LossCache(staleness=1, size=n)
+    sb = SBLoader([], compiled, F.cross_entropy, keep=0.25, cache=cache, id_key=-1)
+    for _ in range(6):
+        order = torch.randperm(n, generator=generator)
+        sb.loader = [(x_all[i], y_all[i], i) for i in (order[s : s + batch] for s in range(0, n, batch))]
+        for x, y, index in sb:
+            losses = F.cross_entropy(compiled(x), y, reduction="none")
+            sb.observe((x, y, index), losses)
+            optimizer.zero_grad()
+            losses.mean().backward()
+            optimizer.step()
+    assert sb.stats.samples_reused > 0
+    return {name: dict(values) for name, values in counters.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dynamic", [None, False])
+def test_compiled_model_scores_without_falling_back_to_eager(dynamic):
+    import torch._dynamo
+
+    found = _compiled_run(dynamic)
+    graphs = found["stats"]["unique_graphs"]
+    assert found["frames"]["total"] == found["frames"]["ok"]  # every frame compiled: no eager fallback
+    assert not any("recompile limit" in reason for reason in found.get("unimplemented", {}))
+    if dynamic is None:  # no-grad scoring, grad training, then one dynamic batch dimension
+        assert graphs <= 3, found
+    else:  # scoring in 4 bucket sizes + the short batch, training at 2 sizes: under the recompile limit
+        assert graphs <= torch._dynamo.config.recompile_limit, found
