@@ -1,53 +1,24 @@
-"""Stale-loss cache: score a sample only when its last known loss is missing or too old."""
+"""Stale-loss cache: score a sample only when its last known loss is missing or too old.
+
+:class:`LossCache` decides what is stale and how many samples to score (:func:`bucket_size`); its two layouts
+(dense integer ids, keyed ids) are tables in ``sbdata/_tables.py``; :func:`with_index` lives in ``_indexed.py``.
+"""
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
-from ._hostcopy import HostCopy, upload
+from ._hostcopy import upload
+from ._indexed import IndexedDataset, with_index
+from ._tables import DenseTable, KeyedTable, LossTable
 
-__all__ = ["BUCKETS", "CacheLookup", "LossCache", "bucket_size", "with_index"]
+__all__ = ["BUCKETS", "CacheLookup", "IndexedDataset", "LossCache", "bucket_size", "with_index"]
 
 UNITS = ("epoch", "step")
 BUCKETS = 4  # distinct sizes of a stale subset's scoring forward (plus the short last batch's)
-
-
-class IndexedDataset(Dataset):
-    """A map-style dataset whose samples also carry their index (see :func:`with_index`)."""
-
-    def __init__(self, dataset: Any, key: str = "index") -> None:
-        self.dataset = dataset
-        self.key = key
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __getitem__(self, index: int) -> Any:
-        sample = self.dataset[index]
-        if isinstance(sample, Mapping):
-            return {**sample, self.key: index}
-        if isinstance(sample, (tuple, list)):
-            return (*sample, index)
-        return (sample, index)
-
-
-def with_index(dataset: Any, key: str = "index") -> IndexedDataset:
-    """Wrap a map-style dataset so that every sample carries its integer index.
-
-    A tuple sample ``(x, y)`` becomes ``(x, y, index)`` (use ``id_key=-1``); a dict sample gains ``key``
-    (use ``id_key=key``); any other sample ``s`` becomes ``(s, index)``.
-    """
-    if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
-        raise TypeError(
-            f"with_index needs a map-style dataset with __getitem__ and __len__, got {type(dataset).__name__}"
-        )
-    return IndexedDataset(dataset, key)
 
 
 def bucket_size(stale: int, n: int, largest: int) -> int:
@@ -131,11 +102,11 @@ class LossCache:
         self.size = size
         self.capacity = capacity
         self.unit = unit
-        self._device = torch.device("cpu")
-        self._loss = torch.zeros(size or capacity, dtype=torch.float32)
-        self._when: np.ndarray | None = np.full(size, -1, dtype=np.int32) if size is not None else None
-        self._slots: OrderedDict[Any, list[int]] = OrderedDict()  # keyed: key -> [slot, measured]
-        self._observed: deque[tuple[HostCopy, int, torch.Tensor | None]] = deque()  # ids on their way to the host
+        self._table: LossTable[Any]  # the layout: dense ids or keys (sbdata/_tables.py)
+        if size is not None:
+            self._table = DenseTable(size)
+        elif capacity is not None:
+            self._table = KeyedTable(capacity)
         self._largest = 0  # the largest batch looked up: the bucket grid
 
     @property
@@ -144,64 +115,21 @@ class LossCache:
 
     def bind(self, device: torch.device) -> None:
         """Move the cache's losses to the scoring device (the engine calls this once)."""
-        self._device = device
-        self._loss = self._loss.to(device)
+        self._table.bind(device)
 
     def __len__(self) -> int:
         """Samples with a known loss."""
-        self._land(wait=True)
-        if self.dense:
-            return int((self._when >= 0).sum())
-        return len(self._slots)
+        self._table.land(wait=True)
+        return self._table.known()
 
     def __contains__(self, key: Any) -> bool:
         """Whether a loss is known for ``key`` (an integer id for the dense layout, a key for the keyed one)."""
-        self._land(wait=True)
-        if self.dense:
-            return 0 <= int(key) < self.size and bool(self._when[int(key)] >= 0)
-        return key in self._slots and self._slots[key][1] >= 0
+        self._table.land(wait=True)
+        return self._table.has(key)
 
     def memory_bytes(self) -> int:
         """Bytes held: the loss tensor and the times, plus an estimate of the keyed layout's host dictionary."""
-        held = self._loss.numel() * self._loss.element_size()
-        if self._when is not None:
-            return held + self._when.nbytes
-        return held + len(self._slots) * 200  # an OrderedDict entry with a short key and a 2-list, roughly
-
-    # ----------------------------------------------------------------- ids
-    def _dense_ids(self, ids: Any) -> np.ndarray:
-        host = np.asarray(ids.cpu() if isinstance(ids, torch.Tensor) else ids)
-        if host.ndim != 1 or not np.issubdtype(host.dtype, np.integer):
-            raise ValueError(f"a dense LossCache needs 1-D integer ids, got {host.dtype} of shape {host.shape}")
-        if host.size and (host.min() < 0 or host.max() >= self.size):
-            bad = host[(host < 0) | (host >= self.size)]
-            raise ValueError(f"ids {bad[:10].tolist()} are outside the dense LossCache's range 0..{self.size - 1}")
-        ordered = np.sort(host)
-        if ordered.size > 1 and (ordered[1:] == ordered[:-1]).any():
-            values, counts = np.unique(host, return_counts=True)
-            raise ValueError(f"duplicate ids in one batch: {values[counts > 1][:10].tolist()}; ids must be unique")
-        return host
-
-    @staticmethod
-    def _keys(ids: Any) -> list[Any]:
-        keys = ids.tolist() if isinstance(ids, (torch.Tensor, np.ndarray)) else list(ids)
-        if len(set(keys)) != len(keys):
-            seen: set[Any] = set()
-            duplicates = [k for k in keys if k in seen or seen.add(k)]
-            raise ValueError(f"duplicate ids in one batch: {duplicates[:10]}; ids must be unique")
-        return keys
-
-    def _slot(self, key: Any) -> int:
-        """The slot of ``key``, making room by evicting the least recently seen entry."""
-        if key in self._slots:
-            self._slots.move_to_end(key)
-            return self._slots[key][0]
-        if len(self._slots) < self.capacity:
-            slot = len(self._slots)
-        else:
-            _, (slot, _) = self._slots.popitem(last=False)
-        self._slots[key] = [slot, -1]
-        return slot
+        return self._table.memory_bytes()
 
     # ----------------------------------------------------------------- use
     def _plan(self, measured: np.ndarray, now: int) -> tuple[np.ndarray, int]:
@@ -216,40 +144,20 @@ class LossCache:
 
     def lookup(self, ids: Any, now: int) -> CacheLookup:
         """Known losses for ``ids`` (host ids) and the positions whose loss must be scored; never waits."""
-        self._land(wait=False)
-        if self.dense:
-            host = self._dense_ids(ids)
-            positions, stale = self._plan(self._when[host], now)
-            index = upload(host, self._device)
-            losses, count = self._loss.index_select(0, index), positions.shape[0]
-            return CacheLookup(losses, upload(positions, self._device), count, stale, (index, host[positions]))
-        keys = self._keys(ids)
-        if len(keys) > self.capacity:
-            raise ValueError(
-                f"a batch of {len(keys)} ids does not fit a LossCache of capacity {self.capacity}: "
-                "the capacity must be at least the loader's batch size"
-            )
-        measured = np.array([self._slots[key][1] if key in self._slots else -1 for key in keys], dtype=np.int64)
-        slots = upload([self._slot(key) for key in keys], self._device)
+        table = self._table
+        table.land(wait=False)
+        host = table.host_ids(ids)
+        measured, index = table.locate(host)
         positions, stale = self._plan(measured, now)
-        scored = [keys[position] for position in positions.tolist()]
-        for key in scored:
-            self._slots[key][1] = -1  # unknown until scored (the slot may have been reused by eviction)
-        return CacheLookup(
-            self._loss.index_select(0, slots), upload(positions, self._device), len(scored), stale, (slots, scored)
-        )
+        scored = table.claim(host, positions)
+        losses = table.loss.index_select(0, index)
+        return CacheLookup(losses, upload(positions, table.device), positions.shape[0], stale, (index, scored))
 
     def store(self, lookup: CacheLookup, fresh: torch.Tensor, now: int) -> None:
         """Record the losses just scored for ``lookup.positions``."""
-        if self.dense:
-            index, scored = lookup.handle
-            self._loss.index_copy_(0, index.index_select(0, lookup.positions), fresh.to(torch.float32))
-            self._when[scored] = now
-            return
-        slots, scored = lookup.handle
-        self._loss.index_copy_(0, slots.index_select(0, lookup.positions), fresh.to(torch.float32))
-        for key in scored:
-            self._slots[key][1] = now
+        index, scored = lookup.handle
+        self._table.loss.index_copy_(0, index.index_select(0, lookup.positions), fresh.to(torch.float32))
+        self._table.stamp(scored, now)
 
     def observe(self, ids: Any, losses: torch.Tensor, now: int) -> None:
         """Record per-sample losses computed elsewhere (e.g. by the training step), detached, with no sync.
@@ -257,61 +165,23 @@ class LossCache:
         Tensor ids (the yielded batch's, on the device) reach the host's bookkeeping asynchronously; they are
         checked when they land. Host ids (lists, arrays) are checked and recorded at once.
         """
-        losses = losses.detach().to(self._device, torch.float32)
+        losses = losses.detach().to(self._table.device, torch.float32)
         if isinstance(ids, torch.Tensor):
-            if self.dense:
-                index = ids.to(self._device).long()
-                self._loss.index_copy_(0, index, losses)
-                self._observed.append((HostCopy(index), now, None))
-            else:
-                self._observed.append((HostCopy(ids), now, losses.clone()))
-            return
-        if self.dense:
-            host = self._dense_ids(ids)
-            self._loss.index_copy_(0, upload(host, self._device), losses)
-            self._when[host] = np.maximum(self._when[host], now)
-            return
-        self._observe_keys(self._keys(ids), losses, now)
-
-    def _observe_keys(self, keys: list[Any], losses: torch.Tensor, now: int) -> None:
-        if len(keys) > self.capacity:
-            raise ValueError(f"{len(keys)} observed ids do not fit a LossCache of capacity {self.capacity}")
-        slots = upload([self._slot(key) for key in keys], self._device)
-        self._loss.index_copy_(0, slots, losses)
-        for key in keys:
-            self._slots[key][1] = now
-
-    def _land(self, wait: bool) -> None:
-        """Apply observed ids that have reached the host (all of them with ``wait``, a synchronisation)."""
-        while self._observed and (wait or self._observed[0][0].ready()):
-            copy, now, losses = self._observed.popleft()
-            ids = copy.value()
-            if losses is None:
-                ids = self._dense_ids(ids)
-                self._when[ids] = np.maximum(self._when[ids], now)
-            else:
-                self._observe_keys(self._keys(ids), losses, now)
+            self._table.observe_device(ids, losses, now)
+        else:
+            self._table.observe_host(self._table.host_ids(ids), losses, now)
 
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
-        self._land(wait=True)
-        state: dict[str, Any] = {"loss": self._loss.clone(), "largest": self._largest}
-        if self.dense:
-            state["when"] = torch.from_numpy(self._when.copy())
-        else:
-            state["slots"] = [(key, slot, when) for key, (slot, when) in self._slots.items()]
-        return state
+        self._table.land(wait=True)
+        return {"loss": self._table.loss.clone(), "largest": self._largest, **self._table.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state["loss"].shape != self._loss.shape:
-            raise ValueError(f"saved cache has {state['loss'].shape[0]} entries but this one has {self._loss.shape[0]}")
-        self._loss = state["loss"].to(self._device, torch.float32).clone()
-        self._observed.clear()
+        shape = self._table.loss.shape
+        if state["loss"].shape != shape:
+            raise ValueError(f"saved cache has {state['loss'].shape[0]} entries but this one has {shape[0]}")
+        self._table.load_state_dict(state)
         self._largest = int(state.get("largest", 0))
-        if self.dense:
-            self._when = state["when"].cpu().numpy().astype(np.int32)
-        else:
-            self._slots = OrderedDict((key, [int(slot), int(when)]) for key, slot, when in state["slots"])
 
     def __repr__(self) -> str:
         layout = f"size={self.size}" if self.dense else f"capacity={self.capacity}"
