@@ -8,7 +8,7 @@ the same way for both layouts. Ids handed to ``observe`` on the device land on t
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
@@ -180,12 +180,7 @@ class KeyedTable(LossTable[list[Hashable]]):
     def host_ids(self, ids: Any) -> list[Hashable]:
         keys = ids.tolist() if isinstance(ids, (torch.Tensor, np.ndarray)) else list(ids)
         if len(set(keys)) != len(keys):
-            seen: set[Hashable] = set()
-            duplicates = []
-            for key in keys:
-                if key in seen:
-                    duplicates.append(key)
-                seen.add(key)
+            duplicates = [key for key, count in Counter(keys).items() if count > 1]
             raise ValueError(f"duplicate ids in one batch: {duplicates[:10]}; ids must be unique")
         return keys
 
@@ -196,7 +191,7 @@ class KeyedTable(LossTable[list[Hashable]]):
                 "the capacity must be at least the loader's batch size"
             )
         measured = np.array([self.slots[key][1] if key in self.slots else -1 for key in ids], dtype=np.int64)
-        return measured, upload([self._slot(key) for key in ids], self.device)
+        return measured, upload(self._slots_for(ids), self.device)
 
     def claim(self, ids: list[Hashable], positions: np.ndarray) -> list[Hashable]:
         scored = [ids[position] for position in positions.tolist()]
@@ -214,12 +209,20 @@ class KeyedTable(LossTable[list[Hashable]]):
     def observe_host(self, ids: list[Hashable], losses: torch.Tensor, now: int) -> None:
         if len(ids) > self.capacity:
             raise ValueError(f"{len(ids)} observed ids do not fit a LossCache of capacity {self.capacity}")
-        self.loss.index_copy_(0, upload([self._slot(key) for key in ids], self.device), losses)
+        self.loss.index_copy_(0, upload(self._slots_for(ids), self.device), losses)
         self.stamp(ids, now)
 
     def _landed(self, ids: np.ndarray, now: int, losses: torch.Tensor | None) -> None:
         if losses is not None:  # always, for this layout
             self.observe_host(self.host_ids(ids), losses, now)
+
+    def _slots_for(self, ids: list[Hashable]) -> list[int]:
+        """The slots of ``ids`` (at most ``capacity``), making room for new ones by evicting the least recently seen
+        entries of other keys: the batch's known keys are marked seen first, so none of them is evicted."""
+        for key in ids:
+            if key in self.slots:
+                self.slots.move_to_end(key)
+        return [self._slot(key) for key in ids]
 
     def _slot(self, key: Hashable) -> int:
         """The slot of ``key``, making room by evicting the least recently seen entry."""

@@ -225,3 +225,16 @@ def test_a_cached_run_scores_in_a_handful_of_sizes():
     sizes = set(model.calls)
     assert sizes <= {8, 16, 24, 32, 200 % batch}, sizes  # multiples of 32 / 4, and the short last batch
     assert sb.stats.samples_reused > 0 and len(sizes) >= 3
+
+
+def test_keyed_lookup_keeps_the_cached_loss_of_a_batch_key_that_was_least_recently_seen():
+    # "a" is the least recently seen key when "e" needs a slot: "e" must evict "b" (not in the batch), and "a" must
+    # keep its own cached loss rather than be handed the slot (and loss) of another key.
+    cache = LossCache(staleness=5, capacity=4)
+    cache.observe(["a", "b", "c", "d"], torch.tensor([1.0, 2.0, 3.0, 4.0]), 0)
+    known = cache.lookup(["e", "a"], 0)
+    assert known.count == 1 and known.positions.tolist() == [0]  # only "e" is scored
+    assert known.losses[1].item() == 1.0  # "a"'s own loss
+    cache.store(known, torch.tensor([5.0]), 0)
+    assert "b" not in cache and all(key in cache for key in "acde")
+    assert cache.lookup(["a", "c", "d", "e"], 0).count == 0
