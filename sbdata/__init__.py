@@ -9,8 +9,8 @@ API: the names in ``__all__`` below, and the modules ``sbdata.nodes`` (the torch
 lockstep driver under ``torch.distributed``) and ``sbdata.registry`` (``POLICIES``, the built-in policies by name).
 Importing ``sbdata`` imports neither torchdata nor webdataset.
 
-Internal, and free to change: every module whose name starts with an underscore, and ``selector`` (the SB step)
-and ``scoring``'s ``Scorer``; the other modules (``cache``, ``collate``, ``engine``, ``functional``, ``history``,
+Internal, and free to change: every module whose name starts with an underscore (``_step``: the SB step) and
+``scoring``'s ``Scorer``; the other modules (``cache``, ``collate``, ``engine``, ``functional``, ``history``,
 ``loader``, ``policies``, ``reducible``, ``schedule``, ``stats``) hold the public classes re-exported here. See
 ``docs/design.md`` for the module map.
 """

@@ -12,8 +12,8 @@ from torch import nn
 from . import _batch
 from ._clock import PassClock
 from ._output import Output
+from ._step import SBStep
 from .schedule import Schedule
-from .selector import Selector
 from .stats import StatsTracker
 
 __all__ = ["Intake", "model_device"]
@@ -34,7 +34,7 @@ class Intake:
             epoch's first batch raises, naming the fix).
         device: the scoring device.
         schedule: decides SB step or plain step from the clock.
-        selector: the SB step.
+        sb_step: the SB step.
         output: where plain batches and kept subsets go.
         tracker: the statistics (steps, samples seen, scoring seconds).
         clock: the engine's clock, counted here once a batch has been processed.
@@ -45,7 +45,7 @@ class Intake:
         model: nn.Module,
         device: torch.device,
         schedule: Schedule,
-        selector: Selector,
+        sb_step: SBStep,
         output: Output,
         tracker: StatsTracker,
         clock: PassClock,
@@ -53,7 +53,7 @@ class Intake:
         self.model = model
         self.device = device
         self.schedule = schedule
-        self.selector = selector
+        self.sb_step = sb_step
         self.output = output
         self.tracker = tracker
         self.clock = clock
@@ -74,7 +74,7 @@ class Intake:
     def now(self, step: int | None = None) -> int:
         """The cache's clock: the epoch, or the loader batch (``step``, default the clock's) for
         ``LossCache(unit="step")``."""
-        cache = self.selector.cache
+        cache = self.sb_step.cache
         if cache is not None and cache.unit == "epoch":
             return self.clock.epoch
         return self.clock.step if step is None else step
@@ -93,24 +93,24 @@ class Intake:
             self.output.add_plain(batch, n)
             self._count(n)
             return
-        ids = self.selector.ids(batch)  # read before the move: host ids cost no sync
+        ids = self.sb_step.ids(batch)  # read before the move: host ids cost no sync
         batch = _batch.to_device(batch, self.device)
         saved = self.tracker.counters()
         started = time.perf_counter()
         step = self.clock.step
         try:
-            kept = self.selector(batch, n, ids, self.now(step + 1), step)
+            kept = self.sb_step(batch, n, ids, self.now(step + 1), step)
         except BaseException:
             self.tracker.restore_counters(saved)
             raise
         self.tracker.scoring_seconds += time.perf_counter() - started
-        self.output.add_kept(kept.subset, kept.count, kept.ratio, kept.expected, kept.candidates, emit_empty)
+        self.output.add_kept(kept.subset, kept.size, kept.ratio, kept.expected, kept.candidates, emit_empty)
         self._count(n)
 
     def end_source(self) -> None:
         """The epoch's source ran out: report a non-finite loss whose flag is still in flight, then queue the pool's
         short rest (unless ``drop_last``)."""
-        self.selector.settle()
+        self.sb_step.settle()
         self.output.end_source()
 
     def fill(self, source: Iterator[Any]) -> bool:

@@ -42,6 +42,7 @@ __all__ = [
     "check_engine_options",
     "check_fingerprint",
     "fingerprint",
+    "make_generator",
 ]
 
 LossFn: TypeAlias = Callable[..., torch.Tensor] | nn.Module
@@ -182,3 +183,19 @@ def check_fingerprint(saved: Any, current: dict[str, Any]) -> None:
                 f"the state was saved with {name}={saved.get(name)!r} but this loader has {name}={value!r}: "
                 f"build it with the same {name} to resume"
             )
+
+
+def make_generator(generator: torch.Generator | int | None, device: torch.device) -> torch.Generator:
+    """The random policies' generator: the user's (on the scoring device), or a new one seeded by ``generator``."""
+    if isinstance(generator, torch.Generator):
+        if generator.device.type != device.type:
+            raise ValueError(
+                f"generator is on {generator.device} but scoring runs on {device}: create it with "
+                f"torch.Generator(device='{device}') or pass an int seed"
+            )
+        return generator
+    if generator is not None and (isinstance(generator, bool) or not isinstance(generator, int)):
+        raise TypeError(f"generator must be a torch.Generator, an int seed or None, got {type(generator).__name__}")
+    made = torch.Generator(device=device)
+    made.manual_seed(0 if generator is None else generator)
+    return made

@@ -17,12 +17,12 @@ from ._clock import PassClock
 from ._intake import Intake, model_device
 from ._options import ForwardFn, IdKey, LossFn, NanPolicy, PolicyArg, ReduceFn, ScoreMode, SplitFn, SyncMode
 from ._output import Output
+from ._step import SBStep
 from .cache import LossCache
 from .distributed import in_job, joined_late, make_lockstep, scoring_module
 from .policies import SelectionPolicy
 from .schedule import Schedule
 from .scoring import Scorer
-from .selector import Selector
 from .stats import SBStats, StatsTracker
 
 __all__ = ["SelectionEngine"]
@@ -83,7 +83,7 @@ class SelectionEngine:
             scale_factor=scale_factor,
             autocast_dtype=autocast_dtype,
         )
-        self.selector = Selector(
+        self.sb_step = SBStep(
             scoring_module(model),
             scorer,
             keep=keep,
@@ -100,14 +100,14 @@ class SelectionEngine:
             tracker=self.tracker,
             lockstep=self._lockstep,
         )
-        self.policy: SelectionPolicy = self.selector.policy
+        self.policy: SelectionPolicy = self.sb_step.policy
         self.batch_size = batch_size
         self.drop_last = bool(drop_last)
-        self.return_weights = self.selector.return_weights
+        self.return_weights = self.sb_step.return_weights
         self.output = Output(batch_size, self.drop_last, self.return_weights, self.device)
         self.pool = self.output.pool
         self._clock = PassClock()
-        self._intake = Intake(model, self.device, self.schedule, self.selector, self.output, self.tracker, self._clock)
+        self._intake = Intake(model, self.device, self.schedule, self.sb_step, self.output, self.tracker, self._clock)
 
     # ----------------------------------------------------------------- clock
     @property
@@ -146,9 +146,14 @@ class SelectionEngine:
         return self.output.held_samples
 
     @property
+    def cache(self) -> LossCache | None:
+        """The :class:`~sbdata.LossCache` the SB step reads and ``observe`` writes, or None."""
+        return self.sb_step.cache
+
+    @property
     def nan_policy(self) -> str:
         """What the SB step does with non-finite losses: ``"raise"``, ``"drop"`` or ``"keep"``."""
-        return self.selector.nan_policy
+        return self.sb_step.nan_policy
 
     # ----------------------------------------------------------------- passes
     def begin_epoch(self) -> None:
@@ -261,12 +266,12 @@ class SelectionEngine:
         ``losses`` is ``(B,)`` (e.g. ``F.cross_entropy(model(x), y, reduction="none")``); it is detached and kept on
         the device, so nothing synchronises. Samples so observed need no rescoring while fresh.
         """
-        self.selector.observe(batch, losses, self._intake.now())
+        self.sb_step.observe(batch, losses, self._intake.now())
 
     # ----------------------------------------------------------------- state
     def options(self) -> dict[str, Any]:
         """The options a state depends on; :meth:`load_state_dict` refuses a state saved with others."""
-        return _options.fingerprint(self.policy, self.selector.cache, self.batch_size, self.return_weights)
+        return _options.fingerprint(self.policy, self.cache, self.batch_size, self.return_weights)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly: clock, generator, policy, pool, queued outputs and stats.
@@ -276,7 +281,7 @@ class SelectionEngine:
         return {
             "options": self.options(),
             **self._clock.state_dict(),
-            **self.selector.state_dict(),
+            **self.sb_step.state_dict(),
             "output": self.output.state_dict(),
             "stats": self.tracker.state_dict(),
             "lockstep": None if self._lockstep is None else self._lockstep.state_dict(),
@@ -291,7 +296,7 @@ class SelectionEngine:
         """
         _options.check_fingerprint(state.get("options"), self.options())
         self._intake.device_checked = False
-        self.selector.load_state_dict(state)
+        self.sb_step.load_state_dict(state)
         self.output.load_state_dict(state["output"])
         self.tracker.load_state_dict(state["stats"])
         if self._lockstep is not None and state.get("lockstep") is not None:

@@ -140,7 +140,7 @@ class SelectionPolicy:
         return False
 
     def bind(self, options: Any) -> None:
-        """Check the selection options once, at construction (``options``: the engine's ``Selector``, with ``keep``,
+        """Check the selection options once, at construction (``options``: the engine's SB step, with ``keep``,
         ``keep_given``, ``return_weights``, ``id_key``, ``device``); raise ValueError on a misuse."""
 
     def adjust(self, losses: torch.Tensor, context: ScoreContext) -> torch.Tensor:
@@ -149,7 +149,15 @@ class SelectionPolicy:
         return losses
 
     def select(self, scores: torch.Tensor, keep: float, generator: torch.Generator) -> Selection:
-        """Choose samples from ``scores`` (N,); N >= 1 and every score is finite or +inf."""
+        """Choose samples from ``scores`` (N,), N >= 1.
+
+        Under ``nan_policy="drop"`` every score is finite, under ``"keep"`` finite or +inf. Under the default
+        ``"raise"`` the check is deferred so that it needs no synchronisation: its flag is read once it reaches the
+        host (a group of 8 SB steps at a time; on the CPU when the group is full, on CUDA normally by the next one,
+        at the latest at the epoch's end or in ``state_dict``). A batch with a NaN or infinite score therefore
+        still reaches ``select``, and the ValueError naming it comes a few SB steps later: ``select`` must not
+        fail, nor synchronise, on such scores.
+        """
         raise NotImplementedError
 
     def select_global(

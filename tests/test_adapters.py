@@ -56,7 +56,7 @@ def scores(model: nn.Module, batch: dict) -> torch.Tensor:
     adapter = causal_lm()
     engine = SelectionEngine(model, adapter["loss_fn"], **{k: v for k, v in adapter.items() if k != "loss_fn"})
     inputs, targets = adapter["split"](batch)
-    return engine.selector.scorer(model, inputs, targets, len(SEQUENCES), torch.device("cpu"))
+    return engine.sb_step.scorer(model, inputs, targets, len(SEQUENCES), torch.device("cpu"))
 
 
 @pytest.mark.parametrize("labels", [False, True])

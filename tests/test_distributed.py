@@ -422,7 +422,7 @@ def scenario_ddp(rank: int) -> dict[str, Any]:
             lambda ddp=ddp: [p.grad for p in ddp.parameters()], sb, check,
         )  # fmt: skip
         out[name]["ddp_hooks_untouched"] = all(untouched)
-        out[name]["scores_through"] = type(sb.engine.selector.model).__name__
+        out[name]["scores_through"] = type(sb.engine.sb_step.model).__name__
     return out
 
 

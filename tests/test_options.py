@@ -11,10 +11,10 @@ from torch import nn
 import sbdata
 from sbdata import EngineOptions, SBCollator, SBLoader, SelectionEngine
 from sbdata._options import NanPolicy, PolicyName, ScoreMode, SyncMode, check_fingerprint, fingerprint
+from sbdata._step import NAN_POLICIES
 from sbdata.distributed import SYNC_MODES
 from sbdata.registry import POLICIES
 from sbdata.scoring import SCORE_MODES
-from sbdata.selector import NAN_POLICIES
 
 
 def engine_keyword_options() -> list[str]:

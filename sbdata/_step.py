@@ -10,31 +10,16 @@ from torch import nn
 
 from . import _batch
 from ._finite import FiniteCheck
+from ._options import make_generator
 from .cache import LossCache
 from .policies import keep_count
 from .registry import resolve_policy
 from .scoring import ScoreContext, Scorer, dropout_seed
 from .stats import StatsTracker
 
-__all__ = ["NAN_POLICIES", "Kept", "Selector", "make_generator"]
+__all__ = ["NAN_POLICIES", "Kept", "SBStep"]
 
 NAN_POLICIES = ("raise", "drop", "keep")
-
-
-def make_generator(generator: torch.Generator | int | None, device: torch.device) -> torch.Generator:
-    """The random policies' generator: the user's (on the scoring device), or a new one seeded by ``generator``."""
-    if isinstance(generator, torch.Generator):
-        if generator.device.type != device.type:
-            raise ValueError(
-                f"generator is on {generator.device} but scoring runs on {device}: create it with "
-                f"torch.Generator(device='{device}') or pass an int seed"
-            )
-        return generator
-    if generator is not None and (isinstance(generator, bool) or not isinstance(generator, int)):
-        raise TypeError(f"generator must be a torch.Generator, an int seed or None, got {type(generator).__name__}")
-    made = torch.Generator(device=device)
-    made.manual_seed(0 if generator is None else generator)
-    return made
 
 
 class Kept(NamedTuple):
@@ -42,20 +27,20 @@ class Kept(NamedTuple):
 
     Attributes:
         subset: the kept samples, every field subset alike.
-        count: how many were kept.
+        size: how many were kept.
         ratio: per kept sample ``expected / prob`` (for importance weights), or None without ``return_weights``.
         candidates: how many samples the policy chose from (the finite ones under ``nan_policy="drop"``).
         expected: the policy's expected kept share of the candidates.
     """
 
     subset: Any
-    count: int
+    size: int
     ratio: torch.Tensor | None
     candidates: int
     expected: float | torch.Tensor
 
 
-class Selector:
+class SBStep:
     """Runs the SB step for a :class:`~sbdata.SelectionEngine`; the options are the engine's (see there).
 
     Args:
@@ -175,7 +160,7 @@ class Selector:
         self._check_contract(selection, scores.shape[0])
         self.tracker.record_selection(losses, selection.index)
         index = selection.index if candidates is None else candidates.index_select(0, selection.index)
-        ratio = selection.expected / selection.prob if self.return_weights else None
+        ratio = None if selection.prob is None or not self.return_weights else selection.expected / selection.prob
         return Kept(_batch.select(batch, index), index.shape[0], ratio, scores.shape[0], selection.expected)
 
     def _check_contract(self, selection: Any, n: int) -> None:
