@@ -19,7 +19,7 @@ continues exactly. :class:`SBStatsLogger` logs the selection statistics with ``s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sized
 from typing import Any
 
 try:
@@ -75,7 +75,7 @@ class LightningSBLoader(SBLoader):
             engine.continues_saved_epoch
             and engine.pool is None
             and engine.outputs_ready == 0
-            and hasattr(self.loader, "__len__")
+            and isinstance(self.loader, Sized)
             and engine.source_position >= len(self.loader)
         )
         if spent:
@@ -164,6 +164,11 @@ class SBDataModule(pl.LightningDataModule):
         self.datamodule.teardown(stage)
 
     def train_dataloader(self) -> LightningSBLoader:
+        if self.trainer is None:
+            raise RuntimeError(
+                "SBDataModule.train_dataloader() is called by a Trainer: pass the data module to "
+                "trainer.fit(model, datamodule=...)"
+            )
         return sb_train_dataloader(self.trainer, self.datamodule.train_dataloader(), self.loss_fn, **self.options)
 
     def state_dict(self) -> dict[str, Any]:
@@ -179,7 +184,8 @@ class SBStatsLogger(pl.Callback):
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any, **kwargs: Any) -> None:
         sb = trainer.train_dataloader
-        if not isinstance(sb, SBLoader) or trainer.fit_loop.epoch_loop.batch_idx % trainer.log_every_n_steps:
+        every = trainer.log_every_n_steps  # type: ignore[attr-defined]  # set by Lightning's logger connector
+        if not isinstance(sb, SBLoader) or trainer.fit_loop.epoch_loop.batch_idx % every:
             return
         stats = sb.stats
         values = {

@@ -117,8 +117,11 @@ class SBTrainer(Trainer):
         self._sb_resume_from: str | None = None
         self.callback_handler.callbacks.insert(0, SBStatsCallback())
 
-    def get_train_dataloader(self) -> SBLoader:
+    # The Trainer only iterates its training loader and asks len(): an SBLoader serves, though it is no DataLoader.
+    def get_train_dataloader(self) -> SBLoader:  # type: ignore[override]
         """The Trainer's own training loader (prepared, so sharded across processes), wrapped in an SBLoader."""
+        if self.model is None:
+            raise RuntimeError("SBTrainer needs its model before training: pass model= or model_init= to it")
         self.sb = SBLoader(super().get_train_dataloader(), self.model, **self.sb_options)
         if self._sb_resume_from is not None:
             load_rank_state(self.sb, self._sb_resume_from)
