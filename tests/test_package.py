@@ -62,6 +62,63 @@ def test_package_ships_its_type_marker():
     assert 'sbdata = ["py.typed"]' in (ROOT / "pyproject.toml").read_text()
 
 
+# ----------------------------------------------------------------- front ends use the engine's public surface
+# Front ends, the lockstep driver and the integrations reach the engine only through its public methods and
+# properties (docs/design.md): no `x._name` on anything but self/cls/super(), and never into the engine's parts.
+ENGINE_PARTS = {"sb_step", "output", "tracker"}
+BOUNDARY_FILES = [
+    *(f"sbdata/{name}" for name in ("_front.py", "collate.py", "distributed.py", "functional.py", "loader.py")),
+    *(f"sbdata/{name}" for name in ("nodes.py", "wds.py")),
+    *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "sbdata" / "integrations").glob("*.py")),
+]
+
+
+def _names_engine(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Name) and node.id == "engine") or (
+        isinstance(node, ast.Attribute) and node.attr == "engine"
+    )
+
+
+def private_reads(source: str) -> list[tuple[int, str]]:
+    """``(line, what)`` for each attribute read past an object's public surface."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Attribute):
+            continue
+        owner = node.value
+        if node.attr.startswith("_") and not (node.attr.startswith("__") and node.attr.endswith("__")):
+            own = isinstance(owner, ast.Name) and owner.id in ("self", "cls")
+            inherited = isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super"
+            if not (own or inherited):
+                found.append((node.lineno, f".{node.attr}"))
+        elif node.attr in ENGINE_PARTS and _names_engine(owner):
+            found.append((node.lineno, f"engine.{node.attr}"))
+    return sorted(found)
+
+
+def test_the_scanner_finds_each_private_read():
+    source = """
+a = engine._clock.step
+b = self.engine._intake
+c = self.sb.engine.sb_step.cache
+d = loader.engine.output
+e = engine.tracker.samples_seen
+f = other._hidden()
+fine = self._order, super()._save_rng_state(d), engine.step, self.engine.pool, type(x).__name__, output.pop()
+"""
+    assert [what for _, what in private_reads(source)] == [
+        "._clock", "._intake", "engine.sb_step", "engine.output", "engine.tracker", "._hidden",
+    ]  # fmt: skip
+
+
+def test_front_ends_read_no_private_attribute_of_the_engine_or_its_parts():
+    offenders = [
+        f"{name}:{line}: {what}" for name in BOUNDARY_FILES for line, what in private_reads((ROOT / name).read_text())
+    ]
+    assert len(BOUNDARY_FILES) >= 10
+    assert not offenders, "add a public method or property to SelectionEngine instead:\n" + "\n".join(offenders)
+
+
 # ----------------------------------------------------------------- decoding security: no pickle-enabling call
 # torch.load(..., weights_only=False) calls that issue 10 item 4 (checkpoints that load with weights_only=True) turns
 # into weights_only=True; once it has, the test below fails until their entries are removed from here.
