@@ -116,6 +116,15 @@ def test_resume_from_checkpoint_mid_epoch_continues_exactly(tmp_path):
     assert resumed.sb.stats.steps == full.sb.stats.steps
 
 
+def test_ignore_data_skip_warns_that_the_saved_epoch_continues(tmp_path):
+    full = make_trainer(tmp_path / "full", save_strategy="steps", save_steps=4)
+    full.train()
+    resumed = make_trainer(tmp_path / "full", save_strategy="no", ignore_data_skip=True)
+    with pytest.warns(UserWarning, match="ignore_data_skip=True .* continues that epoch exactly"):
+        resumed.train(resume_from_checkpoint=str(tmp_path / "full" / "checkpoint-4"))
+    assert resumed.seen == full.seen[8:]  # what the warning says: the saved epoch continues exactly
+
+
 def test_pooled_batches_are_refused_naming_the_fix(tmp_path):
     with pytest.raises(ValueError, match="cannot take batch_size="):
         SBTrainer(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,19 @@ def rank_state_path(directory: str | Path, rank: int | None = None) -> Path:
 
 
 def save_rank_state(sb: Any, directory: str | Path) -> Path:
-    """Write ``sb.state_dict()`` to this rank's file in ``directory`` (created if missing); returns the path."""
+    """Write ``sb.state_dict()`` to this rank's file in ``directory`` (created if missing); returns the path.
+
+    The prepared loaders of Accelerate and the Trainer have a ``state_dict()`` that raises unless
+    ``use_stateful_dataloader=True``; SBLoader then resumes them as loaders without state (re-iterating in the
+    same, epoch-seeded order and skipping what was consumed), which the integrations' tests show is exact, so
+    SBLoader's notice about it is not repeated here. Every other warning passes.
+    """
     path = rank_state_path(directory)
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(sb.state_dict(), path)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"the wrapped loader's state_dict\(\) raised", category=UserWarning)
+        state = sb.state_dict()
+    torch.save(state, path)
     return path
 
 

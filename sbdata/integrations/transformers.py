@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -132,6 +133,14 @@ class SBTrainer(Trainer):
         if directory is True:
             directory = get_last_checkpoint(self.args.output_dir)
         self._sb_resume_from = os.fspath(directory) if directory else None
+        if self._sb_resume_from is not None and self.args.ignore_data_skip:
+            warnings.warn(
+                "ignore_data_skip=True asks the Trainer to restart the interrupted epoch, but SBTrainer restores the "
+                "selection state saved with the checkpoint, which continues that epoch exactly (the same later "
+                "batches as the uninterrupted run); to start the next epoch instead, resume from a checkpoint taken "
+                "at an epoch's end",
+                stacklevel=2,
+            )
         try:
             with _selection_skips_itself():
                 return super().train(resume_from_checkpoint, *args, **kwargs)
