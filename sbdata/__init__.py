@@ -6,8 +6,10 @@ Wrap a loader so that it yields only the samples that still teach the model some
 
 API: the names in ``__all__`` below, and the modules ``sbdata.nodes`` (the torchdata stage ``SBSelector``),
 ``sbdata.wds`` (the WebDataset stage ``sb_select`` / ``SelectStage``), ``sbdata.distributed`` (``Lockstep``, the
-lockstep driver under ``torch.distributed``) and ``sbdata.registry`` (``POLICIES``, the built-in policies by name).
-Importing ``sbdata`` imports neither torchdata nor webdataset.
+lockstep driver under ``torch.distributed``), ``sbdata.registry`` (``POLICIES``, the built-in policies by name),
+``sbdata.adapters`` (``causal_lm``: the hooks for causal language models) and ``sbdata.integrations.lightning``,
+``.accelerate`` and ``.transformers``. Importing ``sbdata`` imports none of torchdata, webdataset, Lightning,
+Accelerate or Transformers.
 
 Internal, and free to change: every module whose name starts with an underscore (``_step``: the SB step) and
 ``scoring``'s ``Scorer``; the other modules (``cache``, ``collate``, ``engine``, ``functional``, ``history``,
