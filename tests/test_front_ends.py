@@ -198,3 +198,65 @@ def test_issue_reproduction_keeps_the_metadata_dicts_of_the_kept_rows():
         losses = F.cross_entropy(model(x), y, reduction="none").tolist()
     want = expected_topk(losses, list(range(8)), 0.5)
     assert [m["id"] for m in out[2]] == want and torch.equal(out[0], x[want]) and torch.equal(out[1], y[want])
+
+
+class DropoutOracle(OracleModel):
+    """The oracle with dropout on its logit: in ``score_mode="train"`` every loss depends on the dropout stream."""
+
+    def __init__(self, table) -> None:
+        super().__init__(table)
+        self.dropout = torch.nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = super().forward(x)
+        return torch.stack([logits[:, 0], self.dropout(logits[:, 1])], dim=1)
+
+
+def _policy_options(name):
+    """Every policy, the loss cache and train-mode dropout, as (model class, options, dataset has ids)."""
+    from sbdata import LossCache, ReducibleLoss
+
+    irreducible = torch.tensor(MATRIX_LOSSES[::-1]) / 2
+    return {
+        "topk": (OracleModel, {"policy": "topk"}, False),
+        "random": (OracleModel, {"policy": "random", "generator": 7}, False),
+        "history": (OracleModel, {"policy": LossHistory(history=8), "generator": 7}, False),
+        "reducible": (OracleModel, {"policy": ReducibleLoss(irreducible), "id_key": -1}, True),
+        "cache": (OracleModel, {"cache": LossCache(staleness=1, size=14), "id_key": -1}, True),
+        "train-dropout": (DropoutOracle, {"policy": "rank", "score_mode": "train", "generator": 5}, False),
+    }[name]
+
+
+@pytest.mark.parametrize("batch_size", POOLING)
+@pytest.mark.parametrize("name", ["topk", "random", "history", "reducible", "cache", "train-dropout"])
+def test_every_policy_resumes_exactly_in_every_epoch(name, batch_size):
+    """The shared resume helper over every policy, the loss cache and train-mode dropout, pooled and unpooled."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from sbdata import with_index
+
+    def make():
+        model_class, options, indexed = _policy_options(name)  # fresh policy objects: a fresh process
+        dataset = TensorDataset(*oracle_batch(range(14)))
+        loader = DataLoader(
+            with_index(dataset) if indexed else dataset,
+            batch_size=4,
+            shuffle=True,
+            generator=torch.Generator().manual_seed(0),
+        )
+        return SBLoader(loader, model_class(MATRIX_LOSSES), ce, keep=0.5, batch_size=batch_size, **options)
+
+    reference = check_epoch_resume(make)
+    if name == "train-dropout":  # dropout did move the losses: selection is not the eval-mode oracle's
+        eval_run = [[ids_of(b) for b in epoch] for epoch in check_epoch_resume(_eval_twin(make))]
+        assert [[ids_of(b) for b in epoch] for epoch in reference] != eval_run
+
+
+def _eval_twin(make):
+    def twin():
+        sb = make()
+        return SBLoader(
+            sb.loader, sb.engine.model, ce, keep=0.5, policy="rank", generator=5, batch_size=sb.engine.batch_size
+        )
+
+    return twin
