@@ -15,6 +15,7 @@ from .functional import select_using_loss, should_selective_backprop
 from .history import LossHistory
 from .loader import SBLoader
 from .policies import RandomK, RankWeighted, Selection, SelectionPolicy, TopK, keep_count
+from .pruning import PruningSampler
 from .reducible import ReducibleLoss
 from .schedule import Schedule
 from .stats import SBStats
@@ -24,6 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "LossCache",
     "LossHistory",
+    "PruningSampler",
     "RandomK",
     "RankWeighted",
     "ReducibleLoss",

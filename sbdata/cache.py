@@ -242,3 +242,10 @@ class LossCache:
     def __repr__(self) -> str:
         layout = f"size={self.size}" if self.dense else f"capacity={self.capacity}"
         return f"LossCache(staleness={self.staleness}, {layout}, unit={self.unit!r}, {self.memory_bytes()} bytes)"
+
+    def dense_entries(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Dense layout only: copies of every sample's last loss and of when it was measured (-1: never), both
+        ``(size,)`` on the cache's device (float32 and int32). One read for epoch-level decisions (pruning)."""
+        if not self.dense:
+            raise ValueError("dense_entries needs a dense LossCache (size=N); a keyed one has no index to read by")
+        return self._loss.clone(), self._when.clone()
