@@ -77,3 +77,18 @@ def test_throughput_smoke(tmp_path):
     timing = json.loads((tmp_path / "throughput.json").read_text())["families"]["mlp"]
     assert "plain batch B" in timing and any("topk" in kind for kind in timing)
     assert all(r["seconds_per_loader_batch"] > 0 for r in timing.values())
+
+
+def test_pruning_smoke(tmp_path):
+    run("pruning.py", "all", "--smoke", "--out", str(tmp_path), timeout=300)
+    assert json.loads((tmp_path / "prune-cnn100k" / "tuned.json").read_text())["batch"] in (64, 256)
+    summary = json.loads((tmp_path / "prune-cnn100k" / "summary.json").read_text())
+    assert {"baseline-tuned", "prune", "prune-random", "prune+sb", "sb-cache", "baseline"} <= set(summary["arms"])
+    assert summary["arms"]["baseline-tuned"]["budgets"]["4"]["x_tuned"] == pytest.approx(1.0)
+    assert summary["arms"]["prune"]["loaded_share"] < 1.0  # pruned epochs load fewer samples
+    assert "sampler cost <= 3% per step, a few ms per epoch" in summary["verdicts"]
+    timing = json.loads((tmp_path / "prune-timing.json").read_text())["families"]["cnn"]
+    assert {"plain b=64", "prune b=64", "sb-stale b=64", "sb-reuse b=64"} <= set(timing)
+    assert "| prune |" in (tmp_path / "prune-cnn100k" / "table.md").read_text()
+    if PLOTS:
+        assert (tmp_path / "prune-cnn100k" / "accuracy_vs_seconds.png").stat().st_size > 0
