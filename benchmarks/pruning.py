@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 import torch
 
-from benchmarks import _prune_report
+from benchmarks import _prune_report, _prune_timing
 from benchmarks._harness import RECIPES, read_jsonl
 from benchmarks._prune_arms import PruneArm, arms, grid
 from benchmarks._suites import Suite
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                 family = SUITES[name][1]
                 tuned.setdefault(family, []).append(best_recipe(records)["batch"])
             lrs = {family: RECIPES[family]["lr"] for family in tuned}
-            _prune_report.timing(args.out, tuned, lrs, smoke=args.smoke)
+            _prune_timing.timing(args.out, tuned, lrs, smoke=args.smoke)
         else:
             timing_ = json.loads((args.out / "prune-timing.json").read_text())
             for name in names:
