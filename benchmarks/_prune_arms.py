@@ -163,10 +163,9 @@ class PruneArm:
         return loader, PruneProbe(source, sampler, loader, source.full_batches)
 
 
-def grid(family_lr: float, batches: tuple[int, ...] = (64, 128, 256)) -> list[PruneArm]:
-    """The tuning grid: batch sizes x three LRs (half, once and twice the recipe's)."""
-    lrs = (family_lr / 2, family_lr, family_lr * 2)
-    return [PruneArm(f"tune b={b} lr={lr:g}", b, lr) for b in batches for lr in lrs]
+def grid(family_lr: float, batches: tuple[int, ...], multipliers: tuple[float, ...]) -> list[PruneArm]:
+    """The tuning grid: batch sizes x LRs (multiples of the recipe's)."""
+    return [PruneArm(f"tune b={b} lr={family_lr * m:g}", b, family_lr * m) for b in batches for m in multipliers]
 
 
 def arms(best: dict[str, Any]) -> list[PruneArm]:

@@ -43,7 +43,7 @@ def summarise(records: list[dict], timing_: dict[str, Any], name: str, n: int, r
     """Every number of the suite's table (fractions, not percent)."""
     steps = timing_["families"][records[0]["family"]]
     for r in records:
-        r["priced_seconds"] = priced_seconds(r, steps, n)
+        r["priced_seconds"] = priced_seconds(r, timing_, n)
     arms = group(records)
     tuned = arms["baseline-tuned"][reference]
     target, spread = mean([r["accuracy"] for r in tuned]), sd([r["accuracy"] for r in tuned])
@@ -86,6 +86,7 @@ def summarise(records: list[dict], timing_: dict[str, Any], name: str, n: int, r
     }
     summary = {
         "suite": name,
+        "family": records[0]["family"],
         "samples_train": n,
         "reference_epochs": reference,
         "target": target,
@@ -95,6 +96,7 @@ def summarise(records: list[dict], timing_: dict[str, Any], name: str, n: int, r
         "tuning": grid_rows,
         "step_seconds": steps,
     }
+    summary["sampler_seconds"] = timing_["sampler_seconds"]
     summary["verdicts"] = verdicts(summary, steps)
     return summary
 
@@ -137,11 +139,14 @@ def verdicts(summary: dict[str, Any], steps: dict[str, dict[str, float]]) -> dic
         f"[{100 * lo:.2f}, {100 * hi:.2f}]"
     )
     b = prune["config"]["batch"]
-    overhead = steps[f"prune b={b}"]["seconds_per_step"] / steps[f"plain b={b}"]["seconds_per_step"] - 1
+    plain = steps[f"plain b={b}"]["seconds_per_step"]
+    overhead = summary["sampler_seconds"][f"{summary['family']} b={b}"] / plain
+    whole = steps[f"prune b={b}"]["seconds_per_step"] / plain - 1
     ms = prune["decision_ms_per_epoch"]
     out["sampler cost <= 3% per step, a few ms per epoch"] = (
-        f"{'met' if overhead <= 0.03 else 'missed'}: {100 * overhead:+.1f}% per step (weights + observe), "
-        f"{ms:.1f} ms per epoch decision"
+        f"{'met' if overhead <= 0.03 and ms <= 10 else 'missed'}: {100 * overhead:.1f}% per step (observe, weights "
+        f"and the weighted mean, timed alone; the whole pruning step timed interleaved: {100 * whole:+.1f}%), "
+        f"{ms:.1f} ms per epoch for the decision"
     )
     return out
 
