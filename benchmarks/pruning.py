@@ -9,6 +9,7 @@ Stages (from the repository root, sbdata importable; ``--worker I/N`` splits a s
     python benchmarks/pruning.py run mlp100k
     python benchmarks/pruning.py run noisy100k
     python benchmarks/pruning.py timing           # interleaved step timing: the seconds every table prices with
+    python benchmarks/pruning.py loading          # samples loaded and seconds per epoch, DataLoader with 2 workers
     python benchmarks/pruning.py report           # tables, summary.json and plots from what was run
     python benchmarks/pruning.py all --smoke --out /tmp/prune   # every stage in seconds: what CI runs
 
@@ -29,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 import torch
 
-from benchmarks import _prune_report, _prune_timing
+from benchmarks import _prune_loading, _prune_report, _prune_timing
 from benchmarks._harness import RECIPES, read_jsonl
 from benchmarks._prune_arms import PruneArm, arms, grid
 from benchmarks._suites import Suite
@@ -97,7 +98,7 @@ def run_arms_suite(name: str, out: Path, smoke: bool) -> Suite:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["tune", "run", "timing", "report", "all"])
+    parser.add_argument("stage", choices=["tune", "run", "timing", "loading", "report", "all"])
     parser.add_argument("suite", nargs="?", choices=sorted(SUITES), help="for tune and run")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--seeds", type=int, nargs="*", help="run these seeds (each arm keeps at most its count)")
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     worker = tuple(int(v) for v in args.worker.split("/"))
-    stages = ["tune", "run", "timing", "report"] if args.stage == "all" else [args.stage]
+    stages = ["tune", "run", "timing", "loading", "report"] if args.stage == "all" else [args.stage]
     names = [args.suite] if args.suite else (["cnn100k"] if args.smoke else sorted(SUITES))
     for stage in stages:
         if stage == "tune":
@@ -133,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
                 tuned.setdefault(family, []).append(best_recipe(records)["batch"])
             lrs = {family: RECIPES[family]["lr"] for family in tuned}
             _prune_timing.timing(args.out, tuned, lrs, smoke=args.smoke)
+        elif stage == "loading":
+            size = (2000, 256, 1) if args.smoke else (20_000, 4096, 3)
+            result = _prune_loading.loading(*size)
+            (args.out / "prune-loading.json").write_text(json.dumps(result, indent=2))
         else:
             timing_ = json.loads((args.out / "prune-timing.json").read_text())
             for name in names:

@@ -90,5 +90,7 @@ def test_pruning_smoke(tmp_path):
     timing = json.loads((tmp_path / "prune-timing.json").read_text())["families"]["cnn"]
     assert {"plain b=64", "prune b=64", "sb-stale b=64", "sb-reuse b=64"} <= set(timing)
     assert "| prune |" in (tmp_path / "prune-cnn100k" / "table.md").read_text()
+    loading = json.loads((tmp_path / "prune-loading.json").read_text())
+    assert loading["pruned"]["samples_loaded"] < loading["full"]["samples_loaded"] == 2000
     if PLOTS:
         assert (tmp_path / "prune-cnn100k" / "accuracy_vs_seconds.png").stat().st_size > 0
