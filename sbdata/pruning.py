@@ -160,6 +160,9 @@ class PruningSampler(Sampler[int]):
             if not bool(torch.isfinite(weights).all() and (weights >= 0).all()):
                 raise ValueError(f"the pruning rule {_rule_name(self.policy)} returned negative or non-finite weights")
         order = torch.nonzero(weights > 0).squeeze(1)
+        if len(order) == 0:
+            raise ValueError(f"the pruning rule {_rule_name(self.policy)} pruned all {self.size} samples of epoch "
+                             f"{self.epoch}: a rule must keep at least one")  # fmt: skip
         if self.shuffle:
             order = order[torch.randperm(len(order), generator=self._generator(1))]
         self._order, self._weight, self._on_device = order, weights, {}

@@ -171,6 +171,9 @@ def test_validation():
         PruningSampler(10, LossCache(size=10), epochs=2, num_replicas=2, rank=1)
     with pytest.raises(ValueError, match="dense"):
         LossCache(capacity=4).dense_entries()
+    everything = PruningSampler(4, oracle_cache(torch.arange(4.0)), epochs=4, policy=lambda losses, *_: losses * 0)
+    with pytest.raises(ValueError, match="pruned all 4 samples"):
+        everything.set_epoch(1)
 
 
 def _data(n=96):
