@@ -108,8 +108,12 @@ def verdicts(summary: dict[str, Any], steps: dict[str, dict[str, float]]) -> dic
     if prune is None:
         return {}
     reach_ = prune["reach_target_minus_sd"]
+    budgets = sorted(prune["budgets"].values(), key=lambda b: b["x_tuned"])
+    best = max(budgets, key=lambda b: b["accuracy_mean"])
     out["reach T-sd with <= 0.60x seconds"] = (
-        "unmeasured (not reached within the measured budgets)"
+        f"missed: not reached at any measured budget ({budgets[0]['x_tuned']:.2f}-{budgets[-1]['x_tuned']:.2f}x;"
+        f" best {100 * best['accuracy_mean']:.2f}% at {best['x_tuned']:.2f}x, T - sd = "
+        f"{100 * (summary['target'] - summary['target_sd']):.2f}%)"
         if reach_ is None
         else f"{'met' if reach_ <= 0.60 else 'missed'}: {reach_:.2f}x ({prune['reach_target_minus_sd_how']})"
     )
@@ -126,7 +130,7 @@ def verdicts(summary: dict[str, Any], steps: dict[str, dict[str, float]]) -> dic
         [(b["x_tuned"], b["accuracy_mean"]) for b in prune["budgets"].values()], summary["target"] - 0.0002
     )
     out["stretch: within 0.02 pp of T at <= 0.72x"] = (
-        "missed: not within 0.02 pp at any measured budget"
+        f"missed: not within 0.02 pp at any measured budget (up to {budgets[-1]['x_tuned']:.2f}x)"
         if stretch is None
         else f"{'met' if stretch <= 0.72 else 'missed'}: {stretch:.2f}x ({how})"
     )

@@ -98,8 +98,10 @@ def timing(out: Path, tuned: dict[str, list[int]], lrs: dict[str, float], smoke:
         data = dataset(2000 if smoke else 100_000)
         kinds = step_kinds(lrs[family], batches)
         steppers = {name: _stepper(arm, family, data, prefill) for name, (arm, prefill) in kinds.items()}
+        for stepper in steppers.values():  # build each run (model, loader, prefilled cache) outside the timing
+            next(stepper)
         times: dict[str, list[float]] = {name: [] for name in kinds}
-        block = dict.fromkeys(kinds, 2)
+        block = dict.fromkeys(kinds, 2 if smoke else 10)
         names = list(kinds)
         for round_ in range(rounds + 1):  # round 0 warms up and sizes the blocks
             order = names[round_ % len(names) :] + names[: round_ % len(names)]
