@@ -2,10 +2,10 @@
 
 The raw seconds of a run swing 2-5x with the shared machine's load, so every run is *priced* instead with step times
 measured side by side (:func:`timing`: short interleaved blocks of steps, the order rotating every round, medians).
-A run without selection costs ``sum over epochs of ceil(loaded / batch)`` plain steps at its batch size, plus, for a
-pruning run, what the sampler adds to each step (``observe``, ``weights`` and the weighted mean, timed alone: a
-difference of two interleaved medians would be noisier than the thing measured) and its measured pruning decisions;
-the full pruning step is timed too, for reference. A run with SBLoader costs its loader batches at the step time
+A run without selection costs ``sum over epochs of ceil(loaded / batch)`` steps of its kind: a plain step, or for a
+pruning run the whole pruning step (its loader's id field, ``reduction="none"``, ``observe``, ``weights`` and the
+weighted mean), plus its measured pruning decisions. What the sampler's calls alone add to a step is timed apart
+(:func:`sampler_seconds`) for the overhead target. A run with SBLoader costs its loader batches at the step time
 interpolated between the all-reused and the all-scored SBLoader step by its measured share of scored samples.
 """
 
@@ -135,8 +135,8 @@ def priced_seconds(record: dict[str, Any], timing_: dict[str, Any], n: int) -> f
     batches = sum(math.ceil(count / b) for count in loaded)
     decisions = sum(record.get("decision_seconds") or [])
     if cfg.get("sb_keep") is None:
-        sampler = timing_["sampler_seconds"][f"{record['family']} b={b}"] if cfg.get("prune") else 0.0
-        return batches * (steps[f"plain b={b}"]["seconds_per_step"] + sampler) + decisions
+        kind = f"prune b={b}" if cfg.get("prune") else f"plain b={b}"
+        return batches * steps[kind]["seconds_per_step"] + decisions
     scored = record["samples_scored"] / max(1, sum(loaded))
     reuse, stale = steps[f"sb-reuse b={b}"]["seconds_per_step"], steps[f"sb-stale b={b}"]["seconds_per_step"]
     return batches * (reuse + scored * (stale - reuse)) + decisions
