@@ -143,7 +143,7 @@ def train_run(split: Data, arm: Any, *, family: str, epochs: int, seed: int, eva
         seed: initialisation and data-order seed (shared by every arm).
         evals: test evaluations at evenly spaced loader progress (the last at the end).
     """
-    recipe = RECIPES[family]
+    recipe = {**RECIPES[family], **getattr(arm, "recipe", {})}  # an arm may tune batch and LR (pruning arms)
     torch.manual_seed(seed)
     model = MODELS[family]()
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
@@ -164,7 +164,8 @@ def train_run(split: Data, arm: Any, *, family: str, epochs: int, seed: int, eva
             if probe.observe:
                 losses = F.cross_entropy(model(x), y, reduction="none")
                 probe.loader.observe(batch, losses)  # the one-line change a cache user makes
-                loss = losses.mean()
+                weigh = getattr(probe, "weights", None)  # a pruning sampler's rescaling of kept low-loss samples
+                loss = losses.mean() if weigh is None else (weigh(batch) * losses).mean()
             else:
                 loss = F.cross_entropy(model(x), y)
             optimizer.zero_grad(set_to_none=True)
@@ -199,6 +200,7 @@ def train_run(split: Data, arm: Any, *, family: str, epochs: int, seed: int, eva
         "upfront_seconds": upfront_seconds,
         "curve": curve,
         "config": arm.describe(),
+        **getattr(probe, "extra", dict)(),  # arm-specific measurements (e.g. samples loaded per epoch)
     }
 
 

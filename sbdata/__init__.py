@@ -25,6 +25,7 @@ from .functional import select_using_loss, should_selective_backprop
 from .history import LossHistory
 from .loader import SBLoader
 from .policies import RandomK, RankWeighted, Selection, SelectionPolicy, TopK, keep_count
+from .pruning import PruningSampler
 from .reducible import ReducibleLoss
 from .schedule import Schedule
 from .scoring import ScoreContext
@@ -38,6 +39,7 @@ __all__ = [
     "LossFn",
     "LossHistory",
     "PolicyArg",
+    "PruningSampler",
     "RandomK",
     "RankWeighted",
     "ReducibleLoss",

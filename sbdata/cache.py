@@ -186,3 +186,12 @@ class LossCache:
     def __repr__(self) -> str:
         layout = f"size={self.size}" if self.dense else f"capacity={self.capacity}"
         return f"LossCache(staleness={self.staleness}, {layout}, unit={self.unit!r}, {self.memory_bytes()} bytes)"
+
+    def dense_entries(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Dense layout only: copies of every sample's last loss and of when it was measured (-1: never), both
+        ``(size,)`` on the cache's device (float32 and int32). One read for epoch-level decisions (pruning)."""
+        if not isinstance(self._table, DenseTable):
+            raise ValueError("dense_entries needs a dense LossCache (size=N); a keyed one has no index to read by")
+        self._table.land(wait=True)  # observations whose ids are still on their way to the host
+        loss = self._table.loss
+        return loss.clone(), torch.from_numpy(self._table.when.copy()).to(loss.device)

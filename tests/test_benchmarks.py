@@ -105,3 +105,21 @@ def test_cache_timing_smoke(tmp_path):
     assert summary["cache-s2"]["samples_scored"] < summary["fresh"]["samples_scored"]
     assert all(row["predicted"] > 0 and row["distinct_sizes"] <= results["buckets"] + 2 for row in summary.values())
     assert "observe / no observe" in (tmp_path / "table.md").read_text()
+
+
+@pytest.mark.slow
+def test_pruning_smoke(tmp_path):
+    run("pruning.py", "all", "--smoke", "--out", str(tmp_path), timeout=300)
+    assert json.loads((tmp_path / "prune-cnn100k" / "tuned.json").read_text())["batch"] in (64, 256)
+    summary = json.loads((tmp_path / "prune-cnn100k" / "summary.json").read_text())
+    assert {"baseline-tuned", "prune", "prune-random", "prune+sb", "sb-cache", "baseline"} <= set(summary["arms"])
+    assert summary["arms"]["baseline-tuned"]["budgets"]["4"]["x_tuned"] == pytest.approx(1.0)
+    assert summary["arms"]["prune"]["loaded_share"] < 1.0  # pruned epochs load fewer samples
+    assert "sampler cost <= 3% per step, a few ms per epoch" in summary["verdicts"]
+    timing = json.loads((tmp_path / "prune-timing.json").read_text())["families"]["cnn"]
+    assert {"plain b=64", "prune b=64", "sb-stale b=64", "sb-reuse b=64"} <= set(timing)
+    assert "| prune |" in (tmp_path / "prune-cnn100k" / "table.md").read_text()
+    loading = json.loads((tmp_path / "prune-loading.json").read_text())
+    assert loading["pruned"]["samples_loaded"] < loading["full"]["samples_loaded"] == 2000
+    if PLOTS:
+        assert (tmp_path / "prune-cnn100k" / "accuracy_vs_seconds.png").stat().st_size > 0
