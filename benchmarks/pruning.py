@@ -54,7 +54,7 @@ BUDGETS = {  # epochs per arm: the tuned baseline at 1/2 to 1x the reference; pr
                 "prune+sb": [8], "sb-cache": [8], "baseline": [8]},
     "mlp100k": {"baseline-tuned": [8, 10, 12, 16], "prune": [10, 12, 16, 20], "prune-random": [10, 12, 16, 20],
                 "prune+sb": [16], "sb-cache": [16], "baseline": [16]},
-    "noisy100k": {"baseline-tuned": [4, 6, 8], "prune": [6, 8], "prune-random": [8], "prune+sb": [8],
+    "noisy100k": {"baseline-tuned": [4, 6, 8], "prune": [5, 6, 8], "prune-random": [5, 6, 8], "prune+sb": [8],
                   "baseline": [8]},
 }  # fmt: skip
 
