@@ -1,17 +1,17 @@
 """Epoch-level pruning (issue 13) against the tuned baseline, on MNIST-1D at 100,000 samples.
 
-Stages (from the repository root, sbdata importable; ``--worker I/N`` splits a stage among processes):
+Stages (from the repository root; ``--worker I/N`` splits a stage among processes):
 
-    python benchmarks/pruning.py tune cnn100k     # batch {64,128,256} x LR {0.5,1,2}x recipe, 1 seed -> tuned.json
-    python benchmarks/pruning.py tune mlp100k
-    python benchmarks/pruning.py tune noisy100k
-    python benchmarks/pruning.py run cnn100k      # baseline-tuned, prune, prune-random, prune+sb, sb-cache, baseline
-    python benchmarks/pruning.py run mlp100k
-    python benchmarks/pruning.py run noisy100k
-    python benchmarks/pruning.py timing           # interleaved step timing: the seconds every table prices with
-    python benchmarks/pruning.py loading          # samples loaded and seconds per epoch, DataLoader with 2 workers
-    python benchmarks/pruning.py report           # tables, summary.json and plots from what was run
-    python benchmarks/pruning.py all --smoke --out /tmp/prune   # every stage in seconds: what CI runs
+    python -m benchmarks.pruning tune cnn100k     # batch {64,128,256} x LR {0.5,1,2}x recipe, 1 seed -> tuned.json
+    python -m benchmarks.pruning tune mlp100k
+    python -m benchmarks.pruning tune noisy100k
+    python -m benchmarks.pruning run cnn100k      # baseline-tuned, prune, prune-random, prune+sb, sb-cache, baseline
+    python -m benchmarks.pruning run mlp100k
+    python -m benchmarks.pruning run noisy100k
+    python -m benchmarks.pruning timing           # interleaved step timing: the seconds every table prices with
+    python -m benchmarks.pruning loading          # samples loaded and seconds per epoch, DataLoader with 2 workers
+    python -m benchmarks.pruning report           # tables, summary.json and plots from what was run
+    python -m benchmarks.pruning all --smoke --out /tmp/prune   # every stage in seconds: what CI runs
 
 Results go to ``<out>/prune-<suite>/`` (``runs.jsonl``, ``tuned.json``, ``summary.json``, ``table.md``, plot) and
 ``<out>/prune-timing.json``.
@@ -24,9 +24,6 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 

@@ -2,6 +2,7 @@
 
 import io
 import math
+import os
 import random
 import subprocess
 import sys
@@ -227,7 +228,6 @@ def test_composes_with_sbloader_on_one_cache():
 DISTRIBUTED = textwrap.dedent(
     """
     import sys, torch, torch.distributed as dist
-    sys.path.insert(0, {root!r})
     from sbdata import LossCache, PruningSampler
     rank, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + port, rank=rank, world_size=2)
@@ -254,8 +254,12 @@ def test_two_gloo_ranks_disjoint_equal_shards_and_one_cache(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = str(s.getsockname()[1])
     script = tmp_path / "rank.py"
-    script.write_text(DISTRIBUTED.format(root=str(ROOT)))
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), port, str(tmp_path / f"{r}.pt")]) for r in range(2)]
+    script.write_text(DISTRIBUTED)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the rank scripts import this checkout's sbdata
+    procs = [
+        subprocess.Popen([sys.executable, str(script), str(r), port, str(tmp_path / f"{r}.pt")], env=env)
+        for r in range(2)
+    ]
     try:
         for proc in procs:
             assert proc.wait(timeout=120) == 0
@@ -268,7 +272,7 @@ def test_two_gloo_ranks_disjoint_equal_shards_and_one_cache(tmp_path):
         assert len(shard0) == len(shard1)
         assert torch.equal(loss0, loss1) and torch.equal(when0, when1)  # the merged cache is the same on both
         kept = set(shard0) | set(shard1)
-        assert len(kept) == len(shard0) + len(shard1) - (len(shard0) + len(shard1) - len(kept))
+        assert len(shard0) + len(shard1) - len(kept) <= 1  # each planned index on one rank, but the one padding index
         assert len(set(shard0) & set(shard1)) <= 1  # disjoint but for the one padding index (odd plans)
     assert len(records[0][0][0]) == 21  # epoch 0: all 41 kept, padded to 42
     assert len(set(records[0][1][0]) | set(records[1][1][0])) < 41  # epoch 1 pruned from the merged cache
