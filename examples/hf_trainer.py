@@ -24,7 +24,7 @@ import tempfile
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
 
-from sbdata.adapters import causal_lm
+from sbdata.adapters import causal_lm, pad_right
 from sbdata.integrations.transformers import SBTrainer
 
 VOCAB = 16
@@ -44,17 +44,6 @@ class Sequences(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> dict:
         return {"input_ids": self.items[index]}
-
-
-def collate(examples: list[dict]) -> dict:
-    """Right padding, with padding masked out of the attention and the labels (-100)."""
-    width = max(len(e["input_ids"]) for e in examples)
-    ids = torch.zeros(len(examples), width, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for row, example in enumerate(examples):
-        ids[row, : len(example["input_ids"])] = example["input_ids"]
-        mask[row, : len(example["input_ids"])] = 1
-    return {"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)}
 
 
 def main() -> None:
@@ -85,7 +74,11 @@ def main() -> None:
             seed=0,
         )
         trainer = SBTrainer(
-            model=model, args=training_args, train_dataset=train, data_collator=collate, sb_options={"keep": args.keep}
+            model=model,
+            args=training_args,
+            train_dataset=train,
+            data_collator=pad_right,
+            sb_options={"keep": args.keep},
         )
         trainer.train()
     if not trainer.is_world_process_zero():
@@ -100,7 +93,7 @@ def main() -> None:
     model.eval()
     per_stride = []
     for stride in range(1, 5):
-        batch = collate([train[i] for i in range(stride - 1, len(train), 4)])
+        batch = pad_right([train[i] for i in range(stride - 1, len(train), 4)])
         inputs, labels = adapter["split"](batch)
         with torch.no_grad():
             losses = adapter["reduce"](adapter["loss_fn"](adapter["forward"](model, inputs), labels), labels)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["causal_lm"]
+__all__ = ["causal_lm", "pad_right"]
 
 
 def causal_lm(ignore_index: int = -100) -> dict[str, Callable[..., Any]]:
@@ -74,3 +74,41 @@ def causal_lm(ignore_index: int = -100) -> dict[str, Callable[..., Any]]:
         return (losses * real).sum(1) / real.sum(1).clamp(min=1)
 
     return {"loss_fn": loss_fn, "split": split, "forward": forward, "reduce": reduce}
+
+
+def pad_right(
+    examples: Sequence[Mapping[str, Any]], pad_id: int = 0, ignore_index: int = -100
+) -> dict[str, torch.Tensor]:
+    """Collate token sequences into the right-padded batch :func:`causal_lm` expects (a ``collate_fn``).
+
+    Each example is a mapping with ``input_ids`` (a 1-D integer tensor or list); other keys are ignored. The batch
+    is ``input_ids`` (B, T) padded on the right with ``pad_id`` to the longest sequence, ``attention_mask`` (B, T)
+    with 1 on real tokens, and ``labels`` (B, T): the ids, with padding set to ``ignore_index``.
+
+    Args:
+        examples: the sequences of one batch, at least one.
+        pad_id: token id written into the padding. Default 0.
+        ignore_index: label of padding positions. Default -100.
+
+    Raises:
+        ValueError: for an empty batch, or an example without ``input_ids`` or with ids that are not 1-D.
+    """
+    if not examples:
+        raise ValueError("pad_right needs at least one example")
+    rows = []
+    for position, example in enumerate(examples):
+        if not isinstance(example, Mapping) or "input_ids" not in example:
+            raise ValueError(f"example {position} has no 'input_ids': pad_right collates {{'input_ids': ids}} mappings")
+        ids = torch.as_tensor(example["input_ids"], dtype=torch.long)
+        if ids.dim() != 1:
+            raise ValueError(
+                f"example {position}'s input_ids have shape {tuple(ids.shape)}, expected one sequence (T,)"
+            )
+        rows.append(ids)
+    width = max(len(ids) for ids in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(input_ids)
+    for row, ids in enumerate(rows):
+        input_ids[row, : len(ids)] = ids
+        mask[row, : len(ids)] = 1
+    return {"input_ids": input_ids, "attention_mask": mask, "labels": input_ids.masked_fill(mask == 0, ignore_index)}

@@ -123,3 +123,18 @@ def test_the_default_reduce_would_let_padding_bias_selection():
     losses = [sequence_loss(model, tokens) for tokens in SEQUENCES]
     hardest = sorted(sorted(range(len(SEQUENCES)), key=lambda i: -losses[i])[: math.ceil(0.4 * len(SEQUENCES))])
     assert kept["input_ids"][:, :3].tolist() != [SEQUENCES[i][:3] for i in hardest]
+
+
+def test_pad_right_builds_the_batch_causal_lm_expects():
+    from sbdata.adapters import pad_right
+
+    batch = pad_right([{"input_ids": [5, 6, 7], "index": 0}, {"input_ids": torch.tensor([8])}], pad_id=1)
+    assert batch["input_ids"].tolist() == [[5, 6, 7], [8, 1, 1]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
+    assert batch["labels"].tolist() == [[5, 6, 7], [8, -100, -100]]
+    with pytest.raises(ValueError, match="no 'input_ids'"):
+        pad_right([{"tokens": [1]}])
+    with pytest.raises(ValueError, match="expected one sequence"):
+        pad_right([{"input_ids": [[1, 2]]}])
+    with pytest.raises(ValueError, match="at least one"):
+        pad_right([])

@@ -8,6 +8,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from sbdata.adapters import pad_right  # noqa: E402
 from sbdata.integrations.transformers import SBTrainer, trainer_schedule  # noqa: E402
 
 VOCAB, N, BATCH = 32, 48, 8
@@ -32,17 +33,6 @@ class Sequences(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> dict:
         return {"input_ids": self.items[index], "index": index}
-
-
-def collate(examples: list[dict]) -> dict:
-    """Right padding: pad id 0 under attention_mask 0 and label -100."""
-    width = max(len(e["input_ids"]) for e in examples)
-    ids = torch.zeros(len(examples), width, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for row, example in enumerate(examples):
-        ids[row, : len(example["input_ids"])] = example["input_ids"]
-        mask[row, : len(example["input_ids"])] = 1
-    return {"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)}
 
 
 class RecordingTrainer(SBTrainer):
@@ -81,7 +71,7 @@ def make_trainer(output_dir, sb_options=None, **overrides) -> RecordingTrainer:
         model=model,
         args=args,
         train_dataset=Sequences(),
-        data_collator=collate,
+        data_collator=pad_right,
         sb_options={"keep": 0.5, **(sb_options or {})},
     )
 
