@@ -236,6 +236,15 @@ def test_a_new_iterator_ends_the_old_one_which_then_raises():
         next(a)
 
 
+def test_two_iterators_made_before_either_is_advanced_the_older_one_raises():
+    batches = [oracle_batch(range(i, i + 2)) for i in range(0, 16, 2)]  # 8 loader batches
+    sb = SBLoader(batches, OracleModel(LOSSES), ce, keep=0.5)
+    a, b = iter(sb), iter(sb)  # the pass belongs to b from here, although neither has run yet
+    with pytest.raises(RuntimeError, match="new pass over the same selection engine"):
+        next(a)
+    assert len(list(b)) == 8
+
+
 def test_len_is_refused_with_nan_drop():
     with pytest.raises(TypeError, match="nan_policy='drop'"):
         len(SBLoader([oracle_batch(range(4))], OracleModel(LOSSES), ce, nan_policy="drop"))
