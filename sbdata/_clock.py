@@ -66,7 +66,9 @@ class PassClock:
         Raises:
             RuntimeError: when advanced after a newer pass started.
         """
-        owner = self.pass_id
+        return self._owned(self.pass_id, next_output, source)  # owned by the pass current now, not at first next()
+
+    def _owned(self, owner: int, next_output: Callable[[Iterator[Any]], Any], source: Iterator[Any]) -> Iterator[Any]:
         while True:
             if owner != self.pass_id:
                 raise RuntimeError(

@@ -68,6 +68,10 @@ def _stateful_problem(loader: Any, samplers: list[Any]) -> str | None:
     return None
 
 
+def _restores_itself(sampler: Any) -> bool:
+    return callable(getattr(sampler, "state_dict", None)) and callable(getattr(sampler, "load_state_dict", None))
+
+
 class SamplerOrder:
     """Records and restores the states of the generators that order a stateless loader's epochs.
 
@@ -87,6 +91,7 @@ class SamplerOrder:
             if isinstance(generator, torch.Generator):
                 unique.setdefault(id(generator), generator)
         self.generators = list(unique.values())
+        self.stateful_samplers = [s for s in self.samplers if _restores_itself(s)]  # e.g. PruningSampler's plan
         self._start: list[torch.Tensor] | None = None  # the generators' states when this epoch's iter() began
         self._saved: list[torch.Tensor] | None = None  # states loaded, to apply before the next iter()
         self._warned = False
@@ -121,6 +126,24 @@ class SamplerOrder:
         if self._start is None or source_ended:
             return [generator.get_state() for generator in self.generators]
         return [state.clone() for state in self._start]
+
+    def sampler_states(self, stateful: bool) -> list[Any] | None:
+        """The ``state_dict()`` of each sampler that has one (e.g. a ``PruningSampler``'s epoch plan, which the
+        cache it was planned from no longer gives back), for a stateless loader; None for a ``stateful`` one."""
+        if stateful or not self.stateful_samplers:
+            return None
+        return [sampler.state_dict() for sampler in self.stateful_samplers]
+
+    def load_sampler_states(self, states: list[Any] | None) -> None:
+        if states is None:
+            return
+        if len(states) != len(self.stateful_samplers):
+            raise ValueError(
+                f"the state holds {len(states)} sampler states but this loader has {len(self.stateful_samplers)} "
+                "samplers with load_state_dict: resume with a loader built the same way (same sampler)"
+            )
+        for sampler, state in zip(self.stateful_samplers, states, strict=True):
+            sampler.load_state_dict(state)
 
     def load(self, states: list[torch.Tensor] | None) -> None:
         if states is None:

@@ -51,8 +51,10 @@ class SBLoader(EngineFront):
     ``torchdata.stateful_dataloader.StatefulDataLoader``), the loader's, so the resumed pass continues exactly. For a
     loader without state, the resumed pass re-iterates it and skips the batches already consumed this epoch; the
     states of its sampler's generators (``DataLoader(..., generator=g)`` or ``sampler.generator``) at the start of
-    the epoch are saved and restored first, so a seeded shuffle resumes exactly in any epoch. A checkpoint of a
-    loader whose order cannot be replayed (e.g. ``shuffle=True`` without ``generator=``) warns once, naming the fix.
+    the epoch are saved and restored first, so a seeded shuffle resumes exactly in any epoch, and so are the states
+    of its samplers that have ``state_dict``/``load_state_dict`` (e.g. a ``PruningSampler``'s epoch plan). A
+    checkpoint of a loader whose order cannot be replayed (e.g. ``shuffle=True`` without ``generator=``) warns once,
+    naming the fix.
 
     Iteration: each ``iter()`` starts a pass (the next epoch, or the rest of a loaded state's epoch) and ends the
     previous pass's iterator, which raises ``RuntimeError`` if it is used again: one SBLoader is one stream.
@@ -66,6 +68,7 @@ class SBLoader(EngineFront):
 
     LOADER_KEY = "loader"
     ORDER_KEY = "order"
+    SAMPLERS_KEY = "samplers"  # states of the loader's samplers that have state_dict (a stateless loader's)
     RANK_KEY = "rank"  # the rank that saved the state: loading it on another rank warns
 
     def __init__(
@@ -156,7 +159,9 @@ class SBLoader(EngineFront):
     def _source_state(self) -> dict[str, Any]:
         inner = self._loader_state()
         order = self._order.state(self.engine.source_ended, stateful=inner is not None)
-        return {self.LOADER_KEY: inner, self.ORDER_KEY: order, self.RANK_KEY: _guards.rank_and_world()[0]}
+        state = {self.LOADER_KEY: inner, self.ORDER_KEY: order, self.RANK_KEY: _guards.rank_and_world()[0]}
+        samplers = self._order.sampler_states(stateful=inner is not None)
+        return state if samplers is None else {**state, self.SAMPLERS_KEY: samplers}
 
     def _load_source_state(self, state: dict[str, Any]) -> None:
         _guards.warn_if_other_rank(state.get(self.RANK_KEY))
@@ -167,3 +172,4 @@ class SBLoader(EngineFront):
             self.loader.load_state_dict(inner)  # type: ignore[union-attr]
         self._loader_restored = inner is not None
         self._order.load(state.get(self.ORDER_KEY))
+        self._order.load_sampler_states(state.get(self.SAMPLERS_KEY))

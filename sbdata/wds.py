@@ -32,10 +32,10 @@ _FIX = (
 )
 
 
-def _sb_select(data: Iterable[Any], engine: SelectionEngine) -> Iterator[Any]:
-    """Yield the selected batches of the pass the caller started over ``data``."""
+def _sb_select(selected: Iterator[Any]) -> Iterator[Any]:
+    """Yield the selected batches of the pass the caller started (its iterator, made when the pass started)."""
     check_not_in_worker("sbdata.wds.sb_select", _FIX)
-    yield from engine.iterate(iter(data))
+    yield from selected
 
 
 class SelectStage(EngineFront):
@@ -61,7 +61,7 @@ class SelectStage(EngineFront):
         if not isinstance(data, Iterable):
             raise TypeError(f"sb_select stages take an iterable of batches, got {type(data).__name__}")
         self.engine.start_pass()
-        return _sb_select(data, self.engine)
+        return _sb_select(self.engine.iterate(iter(data)))  # owned by this pass from now, not from its first next()
 
     @property
     def resume_skip(self) -> int:

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from sbdata import LossCache, LossHistory, SBLoader, Schedule
+from sbdata import LossCache, LossHistory, PruningSampler, SBLoader, Schedule, with_index
 from tests.helpers import (
     OracleModel,
     ce,
@@ -236,6 +236,15 @@ def test_a_new_iterator_ends_the_old_one_which_then_raises():
         next(a)
 
 
+def test_two_iterators_made_before_either_is_advanced_the_older_one_raises():
+    batches = [oracle_batch(range(i, i + 2)) for i in range(0, 16, 2)]  # 8 loader batches
+    sb = SBLoader(batches, OracleModel(LOSSES), ce, keep=0.5)
+    a, b = iter(sb), iter(sb)  # the pass belongs to b from here, although neither has run yet
+    with pytest.raises(RuntimeError, match="new pass over the same selection engine"):
+        next(a)
+    assert len(list(b)) == 8
+
+
 def test_len_is_refused_with_nan_drop():
     with pytest.raises(TypeError, match="nan_policy='drop'"):
         len(SBLoader([oracle_batch(range(4))], OracleModel(LOSSES), ce, nan_policy="drop"))
@@ -398,3 +407,34 @@ def test_stateful_dataloader_with_torchdatas_random_sampler_resumes_exactly_in_e
         return SBLoader(loader, OracleModel(LOSSES), ce, keep=0.5, policy="rank", generator=2, batch_size=3)
 
     check_epoch_resume(make)
+
+
+def test_resume_restores_a_pruning_samplers_plan_from_the_loaders_state_alone():
+    """Only the SBLoader's state is saved: the PruningSampler it wraps resumes the saved epoch with its saved plan,
+    although the cache (restored with the loader) has moved on since the plan was made."""
+    table = [0.1 * (i % 13) + 0.05 for i in range(40)]
+    dataset = with_index(TensorDataset(*oracle_batch(range(40))))
+
+    def make():
+        cache = LossCache(staleness=0, size=40)
+        sampler = PruningSampler(40, cache, epochs=4, prune=0.5, anneal=0.0, seed=1)
+        loader = DataLoader(dataset, batch_size=8, sampler=sampler)
+        return SBLoader(loader, OracleModel(table), ce, keep=0.5, cache=cache, id_key=-1)
+
+    def run(loader, epochs, stop=None):
+        seen = []
+        for epoch in epochs:
+            loader.set_epoch(epoch)
+            for step, (x, y, index) in enumerate(loader):
+                seen.append(index.tolist())
+                loader.observe((x, y, index), (index.float() * (epoch + 1)).sin() + 1)  # the losses move each epoch
+                if (epoch, step) == stop:
+                    return seen
+        return seen
+
+    whole = run(make(), range(3))
+    first_loader = make()
+    first = run(first_loader, range(3), stop=(1, 1))
+    resumed = make()
+    resumed.load_state_dict(roundtrip(first_loader.state_dict()))
+    assert first + run(resumed, range(1, 3)) == whole

@@ -208,6 +208,15 @@ def test_a_new_call_of_the_stage_ends_the_old_iterator_which_then_raises():
         next(a)
 
 
+def test_two_calls_of_the_stage_before_either_is_advanced_the_older_iterator_raises():
+    batches = [{"npy": np.array([[i], [i + 1]], dtype=np.float32), "cls": np.zeros(2, int)} for i in range(0, 16, 2)]
+    stage = sb_select(OracleModel(LOSSES), ce, keep=0.5, split=dict_split)
+    a, b = stage(iter(batches)), stage(iter(batches))  # the pass belongs to b, although neither has run yet
+    with pytest.raises(RuntimeError, match="new pass over the same selection engine"):
+        next(a)
+    assert len(list(b)) == 8
+
+
 def test_stage_class_has_a_role_name_and_keeps_its_earlier_one():
     from sbdata.wds import SBSelect
 
