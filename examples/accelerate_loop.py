@@ -13,6 +13,7 @@ Run from the repository root (or with sbdata installed)::
 from __future__ import annotations
 
 import argparse
+import gc
 import tempfile
 
 import torch
@@ -90,6 +91,12 @@ def main() -> None:
     accelerator.print(
         f"resumed mid-epoch from save_state after {save_at} batches: the {len(resumed)} remaining batches match"
     )
+    accelerator.end_training()
+    # torch 2.13 with gloo on CPU can abort at exit while a DDP model is still alive: free it, then end the group
+    del accelerator, model, optimizer, sb
+    gc.collect()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -8,11 +8,13 @@ sample ids kept per batch, the samples seen per epoch, and whether the wrong ord
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import warnings
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from accelerate import Accelerator, DataLoaderConfiguration
 from torch import nn
@@ -91,7 +93,14 @@ def main() -> None:
         "state_files": sorted(p.name for p in (out / "ckpt").glob("sbdata_rank*.pt")),
     }
     (out / f"rank{accelerator.process_index}.json").write_text(json.dumps(report))
+    accelerator.wait_for_everyone()
     accelerator.end_training()
+    # torch 2.13 with gloo on CPU can abort at exit ("terminate called without an active exception") while a DDP
+    # model is still alive: free everything, then destroy the process group ourselves
+    del accelerator, model, opt, sb, wrong
+    gc.collect()
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
