@@ -120,8 +120,6 @@ def test_front_ends_read_no_private_attribute_of_the_engine_or_its_parts():
 
 
 # ----------------------------------------------------------------- decoding security: no pickle-enabling call
-# torch.load(..., weights_only=False) calls that issue 10 item 4 (checkpoints that load with weights_only=True) turns
-# into weights_only=True; once it has, the test below fails until their entries are removed from here.
 def _is_codec(node: ast.expr) -> bool:
     if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
         return False
