@@ -236,6 +236,14 @@ def append_jsonl(path: Path, record: dict[str, Any]) -> None:
         f.write(json.dumps(record) + "\n")
 
 
+def write_results(out: Path, name: str, results: dict[str, Any], table: str) -> None:
+    """Write a timing script's ``<out>/<name>.json`` and ``<out>/table.md``, and print the table."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(results, indent=1))
+    (out / "table.md").write_text(table)
+    print(table)
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []

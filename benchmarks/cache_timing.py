@@ -16,7 +16,6 @@ model's prediction from the run's own mix of scoring sizes (``examples/costmodel
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from collections import Counter
@@ -26,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks._arms import Arm
-from benchmarks._harness import MODELS, RECIPES, dataset, machine, one_cycle
+from benchmarks._harness import MODELS, RECIPES, dataset, machine, one_cycle, write_results
 from benchmarks._timing import cpu_clock, setup
 from examples.costmodel import calibrate, sb_step_seconds
 from sbdata import keep_count
@@ -196,10 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(), "timing": timing, "config": config, "buckets": BUCKETS, "repeats": repeats,
         "prediction": predicted, "summary": summarise(repeats, predicted),
     }  # fmt: skip
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "cache_timing.json").write_text(json.dumps(results, indent=1))
-    (args.out / "table.md").write_text(table(results))
-    print(table(results))
+    write_results(args.out, "cache_timing", results, table(results))
     return 0
 
 

@@ -22,7 +22,6 @@ a ``DataLoader(pin_memory=True)`` gives them.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -31,7 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from benchmarks._harness import MODELS, dataset, machine
+from benchmarks._harness import MODELS, dataset, machine, write_results
 from benchmarks._timing import setup
 from sbdata import LossCache, SBLoader, keep_count
 
@@ -199,10 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"width {width} batch {batch}: {time.perf_counter() - started:.0f} s", flush=True)
     results["sync_check"] = sync_check(data, args.batches[0], device)
     results["seconds"] = time.perf_counter() - started
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gpu.json").write_text(json.dumps(results, indent=1))
-    (args.out / "table.md").write_text(table(results))
-    print(table(results))
+    write_results(args.out, "gpu", results, table(results))
     return 0
 
 

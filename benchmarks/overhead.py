@@ -18,7 +18,6 @@ function calls (``sys.setprofile``) and model forward calls. Torch runs on one t
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -30,7 +29,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from benchmarks._harness import MODELS as FAMILIES
-from benchmarks._harness import machine
+from benchmarks._harness import machine, write_results
 from benchmarks._overhead_arms import all_arms
 from benchmarks._timing import cpu_clock, setup
 
@@ -177,10 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             results["models"][name][mode] = res
             ratio = res["arms"]["SBLoader"]["ratio_median"]
             print(f"{name:<9} {mode:<7} SBLoader / hand-written = {ratio:.3f}", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "overhead.json").write_text(json.dumps(results, indent=1))
-    (args.out / "table.md").write_text(table(results))
-    print(table(results))
+    write_results(args.out, "overhead", results, table(results))
     return 0
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import statistics
 import sys
 from dataclasses import replace
@@ -33,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks import _suites
-from benchmarks._harness import MODELS, RECIPES, dataset, machine
+from benchmarks._harness import MODELS, RECIPES, dataset, machine, write_results
 from benchmarks._timing import cpu_clock, setup
 from examples.costmodel import calibrate, costs_from, sb_step_seconds
 from sbdata import keep_count
@@ -235,10 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, r in results["families"][family]["steps"].items():
             measured, predicted = r["seconds_per_loader_batch"], r["predicted_seconds_per_loader_batch"]
             print(f"{family} {name:<40} {1e3 * measured:8.2f} ms measured, {1e3 * predicted:8.2f} predicted")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "throughput.json").write_text(json.dumps(results, indent=1))
-    (args.out / "table.md").write_text(table(results))
-    print(table(results))
+    write_results(args.out, "throughput", results, table(results))
     return 0
 
 
