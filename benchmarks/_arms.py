@@ -14,6 +14,7 @@ run's loader progress and scoring cost. Two batch layouts exist for selection ar
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,7 +114,7 @@ class Arm:
             tensors = (*tensors, torch.arange(len(tensors[0])))
             cached = {"cache": LossCache(staleness=self.staleness, size=len(tensors[0])), "id_key": -1}
         wide = self.pooled and self.candidates == "wide"
-        source = ShuffledBatches(tensors, keep_count(1 / self.keep, batch) if wide else batch, seed)
+        source = ShuffledBatches(tensors, math.ceil(batch / self.keep - 1e-9) if wide else batch, seed)
         schedule = None
         if self.start is not None:
             total = epochs * len(source)

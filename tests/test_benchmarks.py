@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from benchmarks._report import at_cost, reach
 
@@ -123,3 +124,16 @@ def test_pruning_smoke(tmp_path):
     assert loading["pruned"]["samples_loaded"] < loading["full"]["samples_loaded"] == 2000
     if PLOTS:
         assert (tmp_path / "prune-cnn100k" / "accuracy_vs_seconds.png").stat().st_size > 0
+
+
+def test_wide_candidates_read_batch_over_keep():
+    """The fixed layout's "wide" candidates score B / keep per output batch of B (keep_count caps at n, so it cannot
+    compute B / keep)."""
+    from benchmarks._arms import Arm
+    from benchmarks._harness import MODELS, Data
+
+    data = Data(torch.randn(64, 1, 40), torch.randint(0, 10, (64,)), torch.randn(8, 1, 40), torch.zeros(8).long())
+    arm = Arm("wide", policy="topk", keep=0.25, pooled=True, candidates="wide")
+    loader, probe = arm.build(MODELS["mlp"](), data, family="mlp", batch=8, epochs=1, seed=0)
+    assert probe.loader_batches_per_epoch == 2  # 64 samples in candidate batches of 32
+    assert [len(batch[1]) for batch in loader] == [8, 8]
