@@ -1,12 +1,13 @@
 """One run of the language-model benchmark: train an arm to its budget and record validation loss against compute
 and seconds.
 
-Budgets are in forward-equivalents (FE) of sequences: a scoring forward of one sequence counts 1 (plus the
-irreducible model's relative FLOPs for ``ReducibleLoss``), a trained sequence 3, and the irreducible model's
-training is added up front. On this model a trained byte costs 2.7-3.1 scored bytes on one CPU thread, so FE tracks
-seconds here; the seconds are measured anyway (this thread's CPU time, evaluation excluded). Arms metered by FE
-anneal their one-cycle LR over ``FE so far / budget`` and stop when the budget is spent, so every such arm of a
-budget has the same compute; pruning arms run the baseline's epochs of that budget and anneal over epochs.
+Budgets are in forward-equivalents (FE) of sequences (the baseline's tuning grid runs to a budget in seconds): a
+scoring forward of one sequence counts 1 (plus the irreducible model's relative FLOPs for ``ReducibleLoss``), a
+trained sequence 3, and the irreducible model's training is added up front. On this model a trained byte costs
+2.7-3.1 scored bytes on one CPU thread, so FE tracks seconds here; the seconds are measured anyway (this thread's
+CPU time, evaluation excluded). Arms metered by FE anneal their one-cycle LR over ``FE so far / budget`` and stop
+when the budget is spent, so every such arm of a budget has the same compute; pruning arms run the baseline's epochs
+of that budget and anneal over epochs.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ def train_run(
     budget_fe: float,
     epochs: float,
     seed: int,
+    budget_seconds: float | None = None,
     holdout: torch.Tensor | None = None,
     irreducible_sequences: int = 0,
     evals: int = 4,
@@ -92,6 +94,8 @@ def train_run(
         budget_fe: forward-equivalents to spend (FE-metered arms).
         epochs: the baseline's epochs at this budget (pruning arms run this many, rounded up).
         seed: initialisation and data-order seed, shared by every arm.
+        budget_seconds: with a number, train for that many CPU seconds instead (the LR annealed over seconds):
+            how the baseline's grid is tuned, at equal seconds.
         holdout, irreducible_sequences: the irreducible model's data (``reducible`` arms).
         evals: validation points after the start, evenly spaced in progress.
     """
@@ -116,13 +120,17 @@ def train_run(
         scored = 0 if engine is None else engine.tracker.samples_scored
         return upfront_fe + scored * (1 + extra) + 3.0 * trained
 
+    started = cpu_clock()
+
     def progress() -> float:
+        if budget_seconds is not None:
+            return (seconds + cpu_clock() - started - upfront_seconds) / budget_seconds
         return source.progress / run_epochs if arm.metered_by_epochs else (fe() - upfront_fe) / budget_fe
 
     curve = [_point(model, validation, 0.0, fe(), seconds, 0, 0)]
     next_eval, done = 1, False
     for epoch in itertools.count():
-        if arm.metered_by_epochs and epoch >= run_epochs:
+        if arm.metered_by_epochs and budget_seconds is None and epoch >= run_epochs:
             break
         loader.set_epoch(epoch) if hasattr(loader, "set_epoch") else source.set_epoch(epoch)
         started = cpu_clock()
@@ -141,7 +149,7 @@ def train_run(
             noisy_trained += int(noisy[data["ids"]].sum())
             steps += 1
             now = progress()
-            done = not arm.metered_by_epochs and now >= 1.0
+            done = (budget_seconds is not None or not arm.metered_by_epochs) and now >= 1.0
             if done or (now >= next_eval / evals and next_eval < evals):
                 seconds += cpu_clock() - started
                 curve.append(_point(model, validation, min(now, 1.0), fe(), seconds, trained, steps))
@@ -166,6 +174,7 @@ def train_run(
         "fe": final["fe"],
         "seconds": final["seconds"],
         "budget_fe": budget_fe,
+        "budget_seconds": budget_seconds,
         "steps": steps,
         "sequences_trained": trained,
         "sequences_scored": scored,

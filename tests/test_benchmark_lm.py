@@ -104,7 +104,7 @@ def test_interpolation_gap_and_reach_known_answers():
 
 def test_tuning_grid_widens_only_past_the_edge_holding_the_best():
     rows = [
-        {"regime": "r", "config": {"batch": b, "lr": lr}, "val_loss": loss}
+        {"regime": "r", "config": {"batch": b, "lr": lr}, "val_loss": loss, "fe": 30.0}
         for (b, lr), loss in {(4, 1e-3): 2.0, (8, 1e-3): 1.9, (4, 2e-3): 1.8, (8, 2e-3): 1.95}.items()
     ]
     best = tuned(rows, "r")
