@@ -186,7 +186,7 @@ class PruningSampler(Sampler[int]):
         update = (owner >= 0) & ~mine
         for measured in torch.unique(latest[update]).tolist():
             ids = torch.nonzero(update & (latest == measured)).squeeze(1)
-            self.cache.observe(ids, merged[ids], int(measured))
+            self.cache.observe(ids, merged[ids], int(measured), restamp=True)  # measured then, in either refresh
 
     def _shard(self) -> torch.Tensor:
         order, replicas = self._order, self.num_replicas
