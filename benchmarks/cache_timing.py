@@ -10,7 +10,7 @@ seconds of the whole run (median over repeats), its ratio to the fresh arm's and
 cache without ``observe()`` (per repeat, then the median), scoring forwards, distinct scoring sizes and samples
 scored; and the cost model's prediction from the run's own mix of scoring sizes (``examples/costmodel.py``).
 
-    python -m benchmarks.cache_timing                  # ConvNet, MNIST-1D 20k, 14 epochs, 3 repeats: ~4 minutes
+    python -m benchmarks.cache_timing                  # ConvNet, MNIST-1D 20k, 14 epochs, 3 repeats: a few minutes
     python -m benchmarks.cache_timing --smoke --out /tmp/cache   # seconds; what CI runs
 """
 

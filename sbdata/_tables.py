@@ -5,10 +5,8 @@ A table holds per-sample losses on the scoring device and, on the host, when eac
 the same way for both layouts. Ids handed to ``observe`` on the device land on the host asynchronously
 (:class:`~sbdata._hostcopy.HostCopy`); :meth:`LossTable.land` applies those that have arrived.
 
-An observed loss either restamps its samples (``restamp=True``: measured at the observation's time, the cache's
-``refresh="observed"``) or only replaces their values, keeping the time of their last scoring (``refresh="scored"``;
-a sample never measured is stamped by its first observation). Either way the recorded time is never later than the
-value's own, so the cache's staleness bound holds for every value it hands out.
+An observed loss restamps its samples (``restamp``, the cache's ``refresh="observed"``) or only replaces their
+values (stamping those never measured). Either way no recorded time is later than its value's: the bound holds.
 """
 
 from __future__ import annotations
