@@ -160,7 +160,7 @@ def fingerprint(
     layout = None
     if cache is not None:
         layout = f"dense size={cache.size}" if cache.dense else f"keyed capacity={cache.capacity}"
-        layout += "" if cache.refresh == "observed" else f" refresh={cache.refresh!r}"  # the default: as before it
+        layout += "" if cache.refresh == "observed" else f" refresh={cache.refresh!r}"  # states from before it load
     return {
         "policy": name,
         "history": history if isinstance(history, int) else None,
