@@ -74,6 +74,7 @@ class Arm:
         il_epochs: epochs of the irreducible model's training.
         staleness: with an int, a ``LossCache(staleness, size=n_train)`` reuses losses up to that many epochs old.
         observe: with a cache, the training step's per-sample losses are recorded with ``loader.observe``.
+        refresh: the cache's ``refresh``: ``"observed"`` (observed losses reset a sample's age) or ``"scored"``.
     """
 
     name: str
@@ -91,6 +92,7 @@ class Arm:
     il_epochs: int = 10
     staleness: int | None = None
     observe: bool = False
+    refresh: str = "observed"
 
     def describe(self) -> dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if k != "name"}
@@ -112,7 +114,8 @@ class Arm:
         cached = {}
         if self.staleness is not None:  # every batch carries its samples' positions, the cache's ids, last
             tensors = (*tensors, torch.arange(len(tensors[0])))
-            cached = {"cache": LossCache(staleness=self.staleness, size=len(tensors[0])), "id_key": -1}
+            cache = LossCache(staleness=self.staleness, size=len(tensors[0]), refresh=self.refresh)
+            cached = {"cache": cache, "id_key": -1}
         wide = self.pooled and self.candidates == "wide"
         source = ShuffledBatches(tensors, math.ceil(batch / self.keep - 1e-9) if wide else batch, seed)
         schedule = None

@@ -1,15 +1,16 @@
 """Seconds of whole cached runs against fresh scoring, interleaved epoch by epoch: what a LossCache saves in time.
 
-Three arms of the benchmark recipe (``_harness.RECIPES``; top-k keep 0.25 on shrunk batches, always on) train side
-by side: scoring fresh on every step, a ``LossCache(staleness=2)``, and the same cache fed by ``observe()``. Each
+Four arms of the benchmark recipe (``_harness.RECIPES``; top-k keep 0.25 on shrunk batches, always on) train side
+by side: scoring fresh on every step, a ``LossCache(staleness=2)``, the same cache fed by ``observe()``, and that
+with ``refresh="scored"`` (observed losses replace cached values but only scoring resets a sample's age). Each
 repeat trains every arm for ``--epochs`` epochs from the same initial weights and data order, running one epoch of
 each arm in turn (the order rotating), so that a load change on a shared machine hits every arm alike. The clock
 is the thread's CPU time (torch on one thread; glibc's allocator pinned: ``_timing.py``). Reported per arm: the
-seconds of the whole run (median over repeats), its ratio to the fresh arm's and the cache arms' ratio to each
-other (per repeat, then the median), scoring forwards, distinct scoring sizes and samples scored; and the cost
-model's prediction from the run's own mix of scoring sizes (``examples/costmodel.py``).
+seconds of the whole run (median over repeats), its ratio to the fresh arm's and each observing arm's ratio to the
+cache without ``observe()`` (per repeat, then the median), scoring forwards, distinct scoring sizes and samples
+scored; and the cost model's prediction from the run's own mix of scoring sizes (``examples/costmodel.py``).
 
-    python -m benchmarks.cache_timing                  # ConvNet, MNIST-1D 20k, 14 epochs, 3 repeats: ~3 minutes
+    python -m benchmarks.cache_timing                  # ConvNet, MNIST-1D 20k, 14 epochs, 3 repeats: a few minutes
     python -m benchmarks.cache_timing --smoke --out /tmp/cache   # seconds; what CI runs
 """
 
@@ -36,7 +37,11 @@ ARMS = {
     "fresh": Arm("fresh", policy="topk", keep=0.25),
     "cache-s2": Arm("cache-s2", policy="topk", keep=0.25, staleness=2),
     "cache-s2-observe": Arm("cache-s2-observe", policy="topk", keep=0.25, staleness=2, observe=True),
+    "cache-s2-observe-scored": Arm(
+        "cache-s2-observe-scored", policy="topk", keep=0.25, staleness=2, observe=True, refresh="scored"
+    ),
 }
+OBSERVING = {"cache-s2-observe": "observe", "cache-s2-observe-scored": 'observe (refresh="scored")'}
 
 
 class Run:
@@ -143,8 +148,12 @@ def table(results: dict) -> str:
             f"{row['scoring_forwards']} | {row['distinct_sizes']} | {row['samples_scored']} "
             f"({row['samples_scored'] / fresh['samples_scored']:.3f}) |"
         )
-    obs = summary["cache-s2-observe"]["ratio_to_no_observe"]
-    lines.append(f"\nobserve / no observe: {obs[0]:.3f} [{obs[1]:.3f}, {obs[2]:.3f}] (median [min, max] over repeats)")
+    lines.append("")
+    for name, label in OBSERVING.items():
+        obs = summary[name]["ratio_to_no_observe"]
+        lines.append(
+            f"{label} / no observe: {obs[0]:.3f} [{obs[1]:.3f}, {obs[2]:.3f}] (median [min, max] over repeats)"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -166,9 +175,8 @@ def summarise(repeats: list[dict], predicted: dict) -> dict:
             "distinct_sizes": len(last["scoring_sizes"]),
             "samples_scored": last["samples_scored"],
         }
-    out["cache-s2-observe"]["ratio_to_no_observe"] = spread(
-        [r["cache-s2-observe"]["seconds"] / r["cache-s2"]["seconds"] for r in repeats]
-    )
+    for name in OBSERVING:
+        out[name]["ratio_to_no_observe"] = spread([r[name]["seconds"] / r["cache-s2"]["seconds"] for r in repeats])
     return out
 
 

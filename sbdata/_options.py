@@ -152,14 +152,15 @@ def check_engine_options(model: Any, keep: Any, schedule: Any, batch_size: Any, 
 def fingerprint(
     policy: SelectionPolicy, cache: LossCache | None, batch_size: int | None, return_weights: bool
 ) -> dict[str, Any]:
-    """The options a saved state depends on: the policy (and a wrapped one), its history size, the cache layout,
-    ``batch_size`` and ``return_weights``."""
+    """The options a saved state depends on: the policy (and a wrapped one), its history size, the cache layout (and
+    its ``refresh`` where not the default), ``batch_size`` and ``return_weights``."""
     base = getattr(policy, "base", None)
     name = type(policy).__name__ + (f"({type(base).__name__})" if base is not None else "")
     history = getattr(base if base is not None else policy, "history", None)
-    layout = (
-        None if cache is None else (f"dense size={cache.size}" if cache.dense else f"keyed capacity={cache.capacity}")
-    )
+    layout = None
+    if cache is not None:
+        layout = f"dense size={cache.size}" if cache.dense else f"keyed capacity={cache.capacity}"
+        layout += "" if cache.refresh == "observed" else f" refresh={cache.refresh!r}"  # states from before it load
     return {
         "policy": name,
         "history": history if isinstance(history, int) else None,

@@ -4,6 +4,9 @@ A table holds per-sample losses on the scoring device and, on the host, when eac
 (checks them, finds their entries, marks them scored) but nothing of staleness or buckets, which the cache decides
 the same way for both layouts. Ids handed to ``observe`` on the device land on the host asynchronously
 (:class:`~sbdata._hostcopy.HostCopy`); :meth:`LossTable.land` applies those that have arrived.
+
+An observed loss restamps its samples (``restamp``, the cache's ``refresh="observed"``) or only replaces their
+values (stamping those never measured). Either way no recorded time is later than its value's: the bound holds.
 """
 
 from __future__ import annotations
@@ -31,13 +34,14 @@ class LossTable(Generic[HostIds]):
     Attributes:
         loss: ``(entries,)`` float32 losses on :attr:`device` (an entry never measured holds a meaningless value).
         device: the scoring device (the CPU until :meth:`bind`).
-        pending: observed ids on their way to the host: ``(copy, now, losses)``, ``losses`` for the keyed layout.
+        pending: observed ids on their way to the host: ``(copy, now, losses, restamp)``, ``losses`` for the keyed
+            layout.
     """
 
     def __init__(self, entries: int) -> None:
         self.device = torch.device("cpu")
         self.loss = torch.zeros(entries, dtype=torch.float32)
-        self.pending: deque[tuple[HostCopy, int, torch.Tensor | None]] = deque()
+        self.pending: deque[tuple[HostCopy, int, torch.Tensor | None, bool]] = deque()
 
     def bind(self, device: torch.device) -> None:
         """Move the losses to the scoring device."""
@@ -47,8 +51,8 @@ class LossTable(Generic[HostIds]):
     def land(self, wait: bool) -> None:
         """Apply observed ids that have reached the host (all of them with ``wait``, a synchronisation)."""
         while self.pending and (wait or self.pending[0][0].ready()):
-            copy, now, losses = self.pending.popleft()
-            self._landed(copy.value(), now, losses)
+            copy, now, losses, restamp = self.pending.popleft()
+            self._landed(copy.value(), now, losses, restamp)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the losses and the layout's times from a :class:`~sbdata.LossCache` state (shape checked)."""
@@ -74,15 +78,16 @@ class LossTable(Generic[HostIds]):
         """Record that the losses of ``ids`` were measured at ``now`` (their losses already written)."""
         raise NotImplementedError
 
-    def observe_device(self, ids: torch.Tensor, losses: torch.Tensor, now: int) -> None:
-        """Record float32 ``losses`` on the device for device ``ids``, which reach the host later."""
+    def observe_device(self, ids: torch.Tensor, losses: torch.Tensor, now: int, restamp: bool) -> None:
+        """Record float32 ``losses`` on the device for device ``ids``, which reach the host later; ``restamp``: the
+        samples count as measured at ``now`` (else only those never measured do)."""
         raise NotImplementedError
 
-    def observe_host(self, ids: HostIds, losses: torch.Tensor, now: int) -> None:
-        """Record float32 ``losses`` on the device for checked host ``ids``."""
+    def observe_host(self, ids: HostIds, losses: torch.Tensor, now: int, restamp: bool) -> None:
+        """Record float32 ``losses`` on the device for checked host ``ids`` (``restamp``: as :meth:`observe_device`)."""
         raise NotImplementedError
 
-    def _landed(self, ids: np.ndarray, now: int, losses: torch.Tensor | None) -> None:
+    def _landed(self, ids: np.ndarray, now: int, losses: torch.Tensor | None, restamp: bool) -> None:
         raise NotImplementedError
 
     def known(self) -> int:
@@ -135,20 +140,22 @@ class DenseTable(LossTable[np.ndarray]):
     def stamp(self, ids: np.ndarray, now: int) -> None:
         self.when[ids] = now
 
-    def observe_device(self, ids: torch.Tensor, losses: torch.Tensor, now: int) -> None:
+    def observe_device(self, ids: torch.Tensor, losses: torch.Tensor, now: int, restamp: bool) -> None:
         index = ids.to(self.device).long()
-        self.loss.index_copy_(0, index, losses)
-        self.pending.append((HostCopy(index), now, None))
+        self.loss.index_copy_(0, index, losses)  # in stream order: a later scoring's store overwrites it
+        self.pending.append((HostCopy(index), now, None, restamp))
 
-    def observe_host(self, ids: np.ndarray, losses: torch.Tensor, now: int) -> None:
+    def observe_host(self, ids: np.ndarray, losses: torch.Tensor, now: int, restamp: bool) -> None:
         self.loss.index_copy_(0, upload(ids, self.device), losses)
-        self._raise_times(ids, now)
+        self._raise_times(ids, now, restamp)
 
-    def _landed(self, ids: np.ndarray, now: int, losses: torch.Tensor | None) -> None:
-        self._raise_times(self.host_ids(ids), now)
+    def _landed(self, ids: np.ndarray, now: int, losses: torch.Tensor | None, restamp: bool) -> None:
+        self._raise_times(self.host_ids(ids), now, restamp)
 
-    def _raise_times(self, ids: np.ndarray, now: int) -> None:
-        self.when[ids] = np.maximum(self.when[ids], now)
+    def _raise_times(self, ids: np.ndarray, now: int, restamp: bool) -> None:
+        """Raise the times of ``ids`` to ``now`` (``restamp``), or stamp only those never measured."""
+        when = self.when[ids]
+        self.when[ids] = np.maximum(when, now) if restamp else np.where(when < 0, now, when)
 
     def known(self) -> int:
         return int((self.when >= 0).sum())
@@ -203,18 +210,29 @@ class KeyedTable(LossTable[list[Hashable]]):
         for key in ids:
             self.slots[key][1] = now
 
-    def observe_device(self, ids: torch.Tensor, losses: torch.Tensor, now: int) -> None:
-        self.pending.append((HostCopy(ids), now, losses.clone()))
+    def observe_device(self, ids: torch.Tensor, losses: torch.Tensor, now: int, restamp: bool) -> None:
+        self.pending.append((HostCopy(ids), now, losses.clone(), restamp))
 
-    def observe_host(self, ids: list[Hashable], losses: torch.Tensor, now: int) -> None:
+    def observe_host(self, ids: list[Hashable], losses: torch.Tensor, now: int, restamp: bool) -> None:
         if len(ids) > self.capacity:
             raise ValueError(f"{len(ids)} observed ids do not fit a LossCache of capacity {self.capacity}")
-        self.loss.index_copy_(0, upload(self._slots_for(ids), self.device), losses)
-        self.stamp(ids, now)
+        slots = self._slots_for(ids)
+        if restamp:
+            self.loss.index_copy_(0, upload(slots, self.device), losses)
+            self.stamp(ids, now)
+            return
+        # Keep the scoring time. A loss that landed late may be older than a scoring since: that one stays, else
+        # a value older than its recorded time would be used.
+        measured = [self.slots[key][1] for key in ids]
+        newer = [i for i, time in enumerate(measured) if time <= now]  # never measured (-1) included
+        if len(newer) < len(ids):
+            losses, slots = losses.index_select(0, upload(newer, self.device)), [slots[i] for i in newer]
+        self.loss.index_copy_(0, upload(slots, self.device), losses)
+        self.stamp([key for key, time in zip(ids, measured, strict=True) if time < 0], now)
 
-    def _landed(self, ids: np.ndarray, now: int, losses: torch.Tensor | None) -> None:
+    def _landed(self, ids: np.ndarray, now: int, losses: torch.Tensor | None, restamp: bool) -> None:
         if losses is not None:  # always, for this layout
-            self.observe_host(self.host_ids(ids), losses, now)
+            self.observe_host(self.host_ids(ids), losses, now, restamp)
 
     def _slots_for(self, ids: list[Hashable]) -> list[int]:
         """The slots of ``ids`` (at most ``capacity``), making room for new ones by evicting the least recently seen

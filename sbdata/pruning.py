@@ -186,7 +186,7 @@ class PruningSampler(Sampler[int]):
         update = (owner >= 0) & ~mine
         for measured in torch.unique(latest[update]).tolist():
             ids = torch.nonzero(update & (latest == measured)).squeeze(1)
-            self.cache.observe(ids, merged[ids], int(measured))
+            self.cache.observe(ids, merged[ids], int(measured), restamp=True)  # measured then, either refresh
 
     def _shard(self) -> torch.Tensor:
         order, replicas = self._order, self.num_replicas
@@ -239,10 +239,14 @@ class PruningSampler(Sampler[int]):
         return table.index_select(0, torch.as_tensor(ids, device=device).long())
 
     def observe(self, ids: Any, losses: torch.Tensor) -> None:
-        """Record the training step's per-sample losses of ``ids`` into the cache at this epoch (no sync)."""
+        """Record the training step's per-sample losses of ``ids`` into the cache at this epoch (no sync).
+
+        They count as measured now whatever the cache's ``refresh``: the sampler never scores, so these are its
+        measurements, and merging the ranks' caches picks each sample's entry measured last.
+        """
         if self.cache.unit != "epoch":
             raise ValueError("a LossCache counted in steps takes losses through SBLoader.observe, not the sampler's")
-        self.cache.observe(ids, losses, self.epoch)
+        self.cache.observe(ids, losses, self.epoch, restamp=True)
 
     # ----------------------------------------------------------------- state
     def _options(self) -> dict[str, Any]:

@@ -102,10 +102,15 @@ def test_cache_timing_smoke(tmp_path):
     run("cache_timing.py", "--smoke", "--out", str(tmp_path))
     results = json.loads((tmp_path / "cache_timing.json").read_text())
     summary = results["summary"]
-    assert set(summary) == {"fresh", "cache-s2", "cache-s2-observe"}
+    assert set(summary) == {"fresh", "cache-s2", "cache-s2-observe", "cache-s2-observe-scored"}
     assert summary["cache-s2"]["samples_scored"] < summary["fresh"]["samples_scored"]
     assert all(row["predicted"] > 0 and row["distinct_sizes"] <= results["buckets"] + 2 for row in summary.values())
-    assert "observe / no observe" in (tmp_path / "table.md").read_text()
+    assert summary["cache-s2-observe-scored"]["samples_scored"] < summary["fresh"]["samples_scored"]
+    assert all(
+        len(summary[name]["ratio_to_no_observe"]) == 3 for name in ("cache-s2-observe", "cache-s2-observe-scored")
+    )
+    text = (tmp_path / "table.md").read_text()
+    assert "observe / no observe" in text and 'observe (refresh="scored") / no observe' in text
 
 
 @pytest.mark.slow

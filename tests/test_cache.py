@@ -5,7 +5,8 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from sbdata import LossCache, SBCollator, SBLoader, SelectionEngine, with_index
-from tests.helpers import OracleModel, ce, check_resume, ids_of, oracle_batch
+from sbdata.cache import REFRESH
+from tests.helpers import OracleModel, ce, check_epoch_resume, check_resume, ids_of, oracle_batch, roundtrip
 
 LOSSES = [0.3, 2.5, 0.1, 1.7, 0.9, 3.2, 0.4, 2.2, 1.1, 0.6, 2.9, 0.2, 1.4, 0.8, 2.0, 0.5]
 
@@ -36,9 +37,12 @@ def test_fresh_losses_are_reused_and_stale_ones_rescored():
     assert sb.stats.samples_scored == 32 and sb.stats.samples_reused == 16
 
 
-def test_observed_losses_skip_scoring_and_drive_selection():
+@pytest.mark.parametrize("refresh", REFRESH)
+def test_observed_losses_skip_scoring_and_drive_selection(refresh):
+    # 8-11 were never measured: in either mode their first observation stamps them, so they need no scoring.
     model = OracleModel(LOSSES)
-    sb = SBLoader(BATCHES, model, ce, keep=0.25, cache=LossCache(staleness=0, size=16), id_key="index")
+    cache = LossCache(staleness=0, size=16, refresh=refresh)
+    sb = SBLoader(BATCHES, model, ce, keep=0.25, cache=cache, id_key="index")
     outputs = iter(sb)
     assert ids_of(next(outputs)) == [1, 5]
     # The training step computed losses for samples 8-11 (here: made up, so that 8 and 9 look hardest).
@@ -122,6 +126,7 @@ def test_with_index_feeds_the_cache_through_a_dataloader():
         ({"capacity": 0}, ValueError, "capacity must be an int >= 1"),
         ({"size": 0}, ValueError, "size must be an int >= 1"),
         ({"size": 4, "unit": "hour"}, ValueError, "unit must be one of"),
+        ({"size": 4, "refresh": "always"}, ValueError, r"refresh must be one of \('observed', 'scored'\).*'always'"),
     ],
 )
 def test_cache_construction_errors(kwargs, error, fragment):
@@ -238,3 +243,150 @@ def test_keyed_lookup_keeps_the_cached_loss_of_a_batch_key_that_was_least_recent
     cache.store(known, torch.tensor([5.0]), 0)
     assert "b" not in cache and all(key in cache for key in "acde")
     assert cache.lookup(["a", "c", "d", "e"], 0).count == 0
+
+
+# ----------------------------------------------------------------- refresh: what resets a sample's age
+
+
+def _scripted(cache, ids, observe_ids, steps):
+    """Look ``ids`` up at times 0..steps-1, storing ``100 * now + position`` for each scored position; after the
+    first lookup, observe ``observe_ids`` at time 1 with losses 7 and 8. Returns the positions scored per lookup and
+    the losses each lookup handed out."""
+    scored, used = [], []
+    for now in range(steps):
+        if now == 1:
+            cache.observe(observe_ids, torch.tensor([7.0, 8.0]), 1)
+        known = cache.lookup(ids, now)
+        positions = known.positions.tolist()
+        fresh = torch.tensor([100.0 * now + p for p in positions])
+        cache.store(known, fresh, now)
+        scored.append(positions)
+        used.append(known.losses.index_copy(0, known.positions, fresh).tolist())
+    return scored, used
+
+
+@pytest.mark.parametrize("layout", [{"size": 4}, {"capacity": 4}], ids=["dense", "keyed"])
+@pytest.mark.parametrize("device_ids", [False, True], ids=["host-ids", "device-ids"])
+def test_refresh_decides_whether_an_observed_loss_resets_a_samples_age(layout, device_ids):
+    observe_ids = torch.tensor([0, 1]) if device_ids else [0, 1]  # tensor ids land asynchronously
+    want = {
+        # 0, 1 observed at time 1 are next due at 3, 2 and 3 at 2: every lookup from 2 on scores half a batch.
+        "observed": [[0, 1, 2, 3], [], [2, 3], [0, 1], [2, 3]],
+        # Only scoring resets the age: the batch stays due together, every second lookup.
+        "scored": [[0, 1, 2, 3], [], [0, 1, 2, 3], [], [0, 1, 2, 3]],
+    }
+    for refresh in REFRESH:
+        cache = LossCache(staleness=1, refresh=refresh, **layout)
+        scored, used = _scripted(cache, [0, 1, 2, 3], observe_ids, steps=5)
+        assert scored == want[refresh], refresh
+        assert used[1] == [7.0, 8.0, 2.0, 3.0], refresh  # the observed values are used, in either mode
+        assert used[2][2:] == [202.0, 203.0] and used[3][2:] == [202.0, 203.0], refresh
+    assert repr(cache).startswith(f"LossCache(staleness=1, {'size=4' if 'size' in layout else 'capacity=4'}, ")
+    assert "refresh='scored'" in repr(cache)
+
+
+@pytest.mark.parametrize("layout", [{"size": 4}, {"capacity": 4}], ids=["dense", "keyed"])
+@pytest.mark.parametrize("refresh", REFRESH)
+def test_a_first_observation_stamps_a_sample_never_measured(layout, refresh):
+    cache = LossCache(staleness=1, refresh=refresh, **layout)
+    cache.observe(torch.tensor([0, 1]), torch.tensor([7.0, 8.0]), 0)  # never looked up: measured at 0 in either mode
+    known = cache.lookup([0, 1, 2, 3], 1)
+    assert known.positions.tolist() == [2, 3] and known.losses[:2].tolist() == [7.0, 8.0]
+    cache.store(known, torch.tensor([5.0, 6.0]), 1)
+    assert cache.lookup([0, 1, 2, 3], 2).positions.tolist() == [0, 1]  # 2 old now; 2 and 3 scored at 1
+
+
+@pytest.mark.parametrize("layout", [{"size": 4}, {"capacity": 4}], ids=["dense", "keyed"])
+@pytest.mark.parametrize("refresh", REFRESH)
+def test_an_observation_landing_after_a_later_scoring_never_passes_for_fresher(layout, refresh, monkeypatch):
+    from sbdata._hostcopy import HostCopy
+
+    cache = LossCache(staleness=1, refresh=refresh, **layout)
+    cache.store(cache.lookup([1], 0), torch.tensor([1.0]), 0)
+    cache.observe(torch.tensor([1]), torch.tensor([9.0]), 1)  # its ids are still on their way to the host ...
+    with monkeypatch.context() as patch:
+        patch.setattr(HostCopy, "ready", lambda self: False)
+        known = cache.lookup([1], 3)  # ... when the sample falls due (measured at 0) and is scored again
+        assert known.count == 1
+        cache.store(known, torch.tensor([3.0]), 3)
+    known = cache.lookup([1], 4)  # the observation (made at 1) lands now
+    if refresh == "scored":  # the scoring at 3 keeps its time and its value: the older observation is dropped
+        assert known.count == 0 and known.losses.tolist() == [3.0]
+    else:  # either rescored, or the value used is the one scored at 3: never 9.0 (3 old) stamped as 1 old
+        assert known.count == 1 or known.losses.tolist() == [3.0]
+
+
+def test_refresh_is_part_of_the_state():
+    scored = LossCache(staleness=1, size=4, refresh="scored")
+    scored.observe([0, 1], torch.tensor([7.0, 8.0]), 0)
+    state = roundtrip(scored.state_dict())  # weights_only loading
+    assert state["refresh"] == "scored"
+    twin = LossCache(staleness=1, size=4, refresh="scored")
+    twin.load_state_dict(state)
+    assert twin.lookup([0, 1, 2], 1).positions.tolist() == [2]
+    with pytest.raises(ValueError, match="saved cache has refresh='scored' but this one has refresh='observed'"):
+        LossCache(staleness=1, size=4).load_state_dict(state)
+    older = {k: v for k, v in LossCache(size=4).state_dict().items() if k != "refresh"}  # saved before the option
+    LossCache(size=4).load_state_dict(older)
+    with pytest.raises(ValueError, match="saved cache has refresh='observed' but this one has refresh='scored'"):
+        LossCache(size=4, refresh="scored").load_state_dict(older)
+    loader = SBLoader(BATCHES, OracleModel(LOSSES), ce, cache=LossCache(size=16, refresh="scored"), id_key="index")
+    plain = SBLoader(BATCHES, OracleModel(LOSSES), ce, cache=LossCache(size=16), id_key="index")
+    with pytest.raises(ValueError, match="saved with cache=\"dense size=16 refresh='scored'\" but this loader has"):
+        plain.load_state_dict(roundtrip(loader.state_dict()))  # refused before anything is loaded
+
+
+@pytest.mark.parametrize("refresh", REFRESH)
+def test_observed_losses_of_measured_samples_drive_selection(refresh):
+    model = OracleModel(LOSSES)
+    cache = LossCache(staleness=1, size=16, refresh=refresh)
+    sb = SBLoader(BATCHES, model, ce, keep=0.25, cache=cache, id_key="index")
+    assert epoch(sb) == [[1, 5], [10, 14]] and model.calls == [8, 8]
+    sb.observe(indexed(range(8, 12)), torch.tensor([9.0, 8.0, 0.0, 0.0]))  # scored in epoch 0, observed now
+    assert epoch(sb) == [[1, 5], [8, 9]] and model.calls == [8, 8]  # fresh in either mode: the observed values win
+    epoch(sb)  # epoch 2: scored at 0, observed at 0: due in either mode
+    assert model.calls == [8, 8, 8, 8]
+
+
+class Observing:
+    """An SBLoader whose every yielded batch is observed (with losses of another table), as a training loop does."""
+
+    def __init__(self, sb, observed):
+        self.sb, self.observed = sb, torch.tensor(observed)
+
+    def __iter__(self):
+        for batch in self.sb:
+            self.sb.observe(batch, self.observed[batch[-1]])
+            yield batch
+
+    def state_dict(self):
+        return self.sb.state_dict()
+
+    def load_state_dict(self, state):
+        self.sb.load_state_dict(state)
+
+
+@pytest.mark.parametrize("batch_size", [None, 3])
+def test_observing_runs_resume_exactly_in_either_refresh(batch_size):
+    scored = {}
+    for refresh in REFRESH:
+
+        def make(refresh=refresh):
+            loader = DataLoader(
+                with_index(TensorDataset(*oracle_batch(range(14)))),
+                batch_size=4,
+                shuffle=True,
+                generator=torch.Generator().manual_seed(0),
+            )
+            sb = SBLoader(
+                loader, OracleModel(LOSSES), ce, keep=0.5, batch_size=batch_size, id_key=-1,
+                cache=LossCache(staleness=1, size=14, refresh=refresh),
+            )  # fmt: skip
+            return Observing(sb, LOSSES[::-1])
+
+        check_epoch_resume(make, epochs=4)
+        run = make()
+        for _ in range(4):
+            list(run)
+        scored[refresh] = run.sb.stats.samples_scored
+    assert scored["observed"] < scored["scored"]  # the modes did differ here

@@ -229,9 +229,9 @@ DISTRIBUTED = textwrap.dedent(
     """
     import sys, torch, torch.distributed as dist
     from sbdata import LossCache, PruningSampler
-    rank, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    rank, port, out, refresh = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + port, rank=rank, world_size=2)
-    cache = LossCache(size=41)
+    cache = LossCache(size=41, refresh=refresh)
     sampler = PruningSampler(41, cache, epochs=4, seed=9)
     record = []
     for epoch in range(3):
@@ -247,7 +247,9 @@ DISTRIBUTED = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_two_gloo_ranks_disjoint_equal_shards_and_one_cache(tmp_path):
+@pytest.mark.parametrize("refresh", ["observed", "scored"])
+def test_two_gloo_ranks_disjoint_equal_shards_and_one_cache(tmp_path, refresh):
+    # Merged entries carry their measure time in either refresh: the ranks' times agree too.
     import socket
 
     with socket.socket() as s:
@@ -257,7 +259,7 @@ def test_two_gloo_ranks_disjoint_equal_shards_and_one_cache(tmp_path):
     script.write_text(DISTRIBUTED)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the rank scripts import this checkout's sbdata
     procs = [
-        subprocess.Popen([sys.executable, str(script), str(r), port, str(tmp_path / f"{r}.pt")], env=env)
+        subprocess.Popen([sys.executable, str(script), str(r), port, str(tmp_path / f"{r}.pt"), refresh], env=env)
         for r in range(2)
     ]
     try:
@@ -275,6 +277,8 @@ def test_two_gloo_ranks_disjoint_equal_shards_and_one_cache(tmp_path):
         assert len(shard0) + len(shard1) - len(kept) <= 1  # each planned index on one rank, but the one padding index
         assert len(set(shard0) & set(shard1)) <= 1  # disjoint but for the one padding index (odd plans)
     assert len(records[0][0][0]) == 21  # epoch 0: all 41 kept, padded to 42
-    assert len(set(records[0][1][0]) | set(records[1][1][0])) < 41  # epoch 1 pruned from the merged cache
+    observed_in_1 = sorted(set(records[0][1][0]) | set(records[1][1][0]))
+    assert len(observed_in_1) < 41  # epoch 1 pruned from the merged cache
+    assert (records[0][2][2][observed_in_1] == 1).all()  # the sampler's observations are its measurements
     ids = torch.arange(41)
     assert torch.allclose(records[0][2][1][1:], ids[1:].float().cos())  # every rank saw every rank's losses

@@ -116,6 +116,8 @@ CONFIGS = [
     pytest.param({"cache": "dense", "observe": True}, id="dense-cache-observe"),
     pytest.param({"cache": "keyed"}, id="keyed-cache"),
     pytest.param({"cache": "keyed", "observe": True}, id="keyed-cache-observe"),
+    pytest.param({"cache": "dense", "observe": True, "refresh": "scored"}, id="dense-cache-observe-scored"),
+    pytest.param({"cache": "keyed", "observe": True, "refresh": "scored"}, id="keyed-cache-observe-scored"),
     pytest.param({"cache": "dense", "observe": True, "policy": "rank", "batch_size": 8}, id="dense-rank-pooled"),
     pytest.param({"cache": "dense", "observe": True, "unit": "step"}, id="dense-step-observe"),
 ]
@@ -125,9 +127,10 @@ CONFIGS = [
 def test_no_sync_per_sb_step(config):
     config = dict(config)
     layout, observe, unit = config.pop("cache", None), config.pop("observe", False), config.pop("unit", "epoch")
+    refresh = config.pop("refresh", "observed")
     if layout is not None:
         sizes = {"size": 61} if layout == "dense" else {"capacity": 61}
-        config.update(cache=LossCache(staleness=1, unit=unit, **sizes), id_key="index")
+        config.update(cache=LossCache(staleness=1, unit=unit, refresh=refresh, **sizes), id_key="index")
     model = OracleModel(LOSSES)
     counter = SyncCounter()
     epochs = [batches(e) for e in range(4)]
@@ -170,7 +173,7 @@ def test_variable_count_policies_do_sync_and_the_counter_sees_it():
 def test_no_sync_on_cuda():  # pragma: no cover - runs where a GPU is lent
     device = torch.device("cuda")
     model = OracleModel(LOSSES).to(device)
-    for layout in (None, {"size": 61}, {"capacity": 61}):
+    for layout in (None, {"size": 61}, {"capacity": 61}, {"size": 61, "refresh": "scored"}):
         cached = {} if layout is None else {"cache": LossCache(staleness=1, **layout), "id_key": "index"}
         sb = SBLoader([], model, ce, keep=0.5, **cached)
         for e in range(3):
