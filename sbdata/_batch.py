@@ -83,9 +83,18 @@ def _rebuild(template: Any, items: Any) -> Any:
     return type(template)(items)
 
 
+_SEQUENCES = (tuple, list)  # exact types: a namedtuple or a subclass takes the general path
+
+
+def tensor_sequence(batch: Any) -> bool:
+    """Whether ``batch`` is a plain tuple or list of tensors that all have a batch dimension (the common ``(x, y)``
+    batch): its fields are its items, so the ``sequence_*`` functions below may skip the general traversal."""
+    return type(batch) in _SEQUENCES and all(type(v) is torch.Tensor and v.dim() > 0 for v in batch)
+
+
 def map_fields(batch: Any, fn: Callable[[Any, str], Any], path: str = "batch") -> Any:
     """Apply ``fn(field, path)`` to every batch field; non-batch leaves are returned as they are."""
-    if type(batch) in (tuple, list) and all(type(v) is torch.Tensor and v.dim() > 0 for v in batch):
+    if tensor_sequence(batch):
         return type(batch)([fn(v, f"{path}[{i}]") for i, v in enumerate(batch)])  # the common (x, y) batch
     if is_batch_field(batch):
         return fn(batch, path)
@@ -107,6 +116,8 @@ def batch_size(batch: Any) -> int | None:
     Raises:
         ValueError: if two fields disagree, naming both fields and sizes.
     """
+    if tensor_sequence(batch):
+        return sequence_size(batch)
     sizes: list[tuple[str, int]] = []
 
     def visit(field: Any, path: str) -> Any:
@@ -119,15 +130,42 @@ def batch_size(batch: Any) -> int | None:
     first_path, first = sizes[0]
     for path, size in sizes[1:]:
         if size != first:
-            raise ValueError(
-                f"batch fields disagree on the batch size: {first_path} has {first} samples but {path} has {size}; "
-                f"every tensor, array or column in a batch must share its first dimension; {_RAGGED_FIX}"
-            )
+            _disagree(first_path, first, path, size)
     return first
+
+
+def _disagree(first_path: str, first: int, path: str, size: int) -> None:
+    raise ValueError(
+        f"batch fields disagree on the batch size: {first_path} has {first} samples but {path} has {size}; "
+        f"every tensor, array or column in a batch must share its first dimension; {_RAGGED_FIX}"
+    )
+
+
+def sequence_size(batch: Sequence[torch.Tensor]) -> int | None:
+    """:func:`batch_size` of a batch for which :func:`tensor_sequence` holds."""
+    if not batch:
+        return None
+    first = batch[0].shape[0]
+    for i, field in enumerate(batch):
+        if field.shape[0] != first:
+            _disagree("batch[0]", first, f"batch[{i}]", field.shape[0])
+    return first
+
+
+def sequence_to_device(batch: Sequence[torch.Tensor], device: torch.device) -> Any:
+    """:func:`to_device` of a batch for which :func:`tensor_sequence` holds."""
+    return type(batch)([v if v.device == device else v.to(device, non_blocking=v.is_pinned()) for v in batch])
+
+
+def sequence_select(batch: Sequence[torch.Tensor], index: torch.Tensor) -> Any:
+    """:func:`select` of a batch for which :func:`tensor_sequence` holds."""
+    return type(batch)([v.index_select(0, index.to(v.device)) for v in batch])
 
 
 def to_device(batch: Any, device: torch.device) -> Any:
     """Move every tensor field to ``device`` (non-blocking where the source is pinned); arrays stay on the host."""
+    if tensor_sequence(batch):
+        return sequence_to_device(batch, device)
 
     def move(field: Any, _: str) -> Any:
         if isinstance(field, torch.Tensor) and field.device != device:
@@ -172,6 +210,8 @@ class Indexer:
 
 def select(batch: Any, index: torch.Tensor) -> Any:
     """The sub-batch at ``index`` (1-D integer tensor), every field aligned, container types preserved."""
+    if tensor_sequence(batch):
+        return sequence_select(batch, index)
     return map_fields(batch, Indexer(index))
 
 
@@ -224,6 +264,8 @@ def default_split(batch: Any) -> tuple[Any, Any]:
     Raises:
         ValueError: naming what was found and the ``split=`` fix.
     """
+    if type(batch) in _SEQUENCES and len(batch) >= 2 and type(batch[0]) is torch.Tensor and batch[0].dim() > 0:
+        return batch[0], batch[1]  # the common (x, y, ...) batch: not a column, since it holds a tensor
     if isinstance(batch, Mapping):
         if "input" in batch and "target" in batch:
             return batch["input"], batch["target"]

@@ -116,14 +116,22 @@ class StatsTracker:
             self._loss_sums = self._loss_sums + sums.to(self._loss_sums.device)  # not in place: see counters()
 
     def counters(self) -> tuple[Any, ...]:
-        """Everything a batch adds, to put back with :meth:`restore_counters` if processing it fails."""
-        counts = (getattr(self, name) for name in self._COUNTERS)
-        return (*counts, self._candidates, self._loss_sums, list(self._unsummed))
+        """Everything a batch adds, to put back with :meth:`restore_counters` if processing it fails (once per SB
+        step, so spelt out: the unsummed list is kept by reference with its length, since :meth:`_sum` replaces it
+        rather than emptying it and :meth:`record_selection` only appends)."""
+        unsummed = self._unsummed
+        return (
+            self.steps, self.sb_steps, self.samples_seen, self.samples_scored, self.samples_reused,
+            self.samples_kept, self.samples_yielded, self._candidates, self._loss_sums, unsummed, len(unsummed),
+        )  # fmt: skip
 
     def restore_counters(self, saved: tuple[Any, ...]) -> None:
-        for name, value in zip(self._COUNTERS, saved, strict=False):
-            setattr(self, name, value)
-        self._candidates, self._loss_sums, self._unsummed = saved[-3], saved[-2], list(saved[-1])
+        (
+            self.steps, self.sb_steps, self.samples_seen, self.samples_scored, self.samples_reused,
+            self.samples_kept, self.samples_yielded, self._candidates, self._loss_sums, unsummed, count,
+        ) = saved  # fmt: skip
+        del unsummed[count:]
+        self._unsummed = unsummed
 
     def snapshot(self) -> SBStats:
         self._sum()
