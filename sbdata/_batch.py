@@ -92,10 +92,33 @@ def tensor_sequence(batch: Any) -> bool:
     return type(batch) in _SEQUENCES and all(type(v) is torch.Tensor and v.dim() > 0 for v in batch)
 
 
+def _pair_group(batch: Any) -> bool:
+    """Whether ``batch`` is a plain tuple or list of tensor sequences (see :func:`tensor_sequence`), tensors with a
+    batch dimension and ``None``, holding a tensor somewhere (so a group, not a column): e.g. the pool's pieces,
+    ``((x, y), None)``."""
+    if type(batch) not in _SEQUENCES:
+        return False
+    holds = False
+    for item in batch:
+        if item is None:
+            continue
+        if type(item) is torch.Tensor:
+            if item.dim() == 0:
+                return False
+            holds = True
+        elif tensor_sequence(item):
+            holds = holds or len(item) > 0
+        else:
+            return False
+    return holds
+
+
 def map_fields(batch: Any, fn: Callable[[Any, str], Any], path: str = "batch") -> Any:
     """Apply ``fn(field, path)`` to every batch field; non-batch leaves are returned as they are."""
     if tensor_sequence(batch):
         return type(batch)([fn(v, f"{path}[{i}]") for i, v in enumerate(batch)])  # the common (x, y) batch
+    if _pair_group(batch):  # one level more, as the pool's (subset, weights) pieces: the same result, fewer checks
+        return type(batch)([v if v is None else map_fields(v, fn, f"{path}[{i}]") for i, v in enumerate(batch)])
     if is_batch_field(batch):
         return fn(batch, path)
     if isinstance(batch, Mapping):

@@ -99,13 +99,27 @@ class StatsTracker:
         if not self._unsummed:
             return
         steps, self._unsummed = self._unsummed, []
-        kept = torch.cat([losses.index_select(0, index) for losses, index in steps])
-        every = torch.cat([losses for losses, _ in steps])
-        kept_finite, every_finite = torch.isfinite(kept), torch.isfinite(every)
+        losses, indices = [losses for losses, _ in steps], [index for _, index in steps]
+        head, first = losses[0], indices[0]
+        if (
+            head.is_floating_point()
+            and all(x.shape == head.shape and x.dtype == head.dtype for x in losses)
+            and all(i.shape == first.shape and i.dtype == torch.int64 for i in indices)
+        ):  # the unpooled fixed-count path: one (steps, N) table, the kept ones gathered from it in one op
+            every = torch.stack(losses)
+            kept_at = torch.stack(indices)
+            every_finite = torch.isfinite(every)
+            every_clean = torch.nan_to_num(every, nan=0.0, posinf=0.0, neginf=0.0)
+            kept_finite, kept_clean = every_finite.gather(1, kept_at), every_clean.gather(1, kept_at)
+        else:
+            kept = torch.cat([losses.index_select(0, index) for losses, index in steps])
+            every = torch.cat(losses)
+            kept_finite, every_finite = torch.isfinite(kept), torch.isfinite(every)
+            kept_clean, every_clean = torch.where(kept_finite, kept, 0), torch.where(every_finite, every, 0)
         sums = torch.stack(
             [
-                torch.where(kept_finite, kept, 0).sum(dtype=torch.float64),
-                torch.where(every_finite, every, 0).sum(dtype=torch.float64),
+                kept_clean.sum(dtype=torch.float64),
+                every_clean.sum(dtype=torch.float64),
                 kept_finite.sum(dtype=torch.float64),
                 every_finite.sum(dtype=torch.float64),
             ]
