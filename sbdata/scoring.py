@@ -112,7 +112,7 @@ def _set_training(model: nn.Module, modules: list[nn.Module], flag: bool, plain:
 def _restore_training(model: nn.Module, modules: list[nn.Module], flags: list[bool], plain: bool) -> None:
     """Give every module back its own ``training`` flag (``flags``, read by :func:`_walk`)."""
     first = flags[0]
-    if all(flag == first for flag in flags):  # the usual case: one train() call restores them all
+    if flags.count(first) == len(flags):  # the usual case, all alike: one train() call restores them all
         _set_training(model, modules, first, plain)
         return
     for module, flag in zip(modules, flags, strict=True):
