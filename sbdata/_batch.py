@@ -25,11 +25,14 @@ from typing import Any
 import numpy as np
 import torch
 
-_RAGGED_FIX = (
-    "a list or tuple that holds tensors or arrays is a group of fields, each with one row per sample, while a "
-    "column (one item per sample, subset as a whole) holds no tensor or array: pad per-sample tensors of different "
-    "lengths into one tensor (with a lengths field), or hold them in a numpy object array (np.empty(B, "
-    "dtype=object)); put per-batch constants in 0-dim tensors or Python scalars"
+from ._sequence import (
+    SEQUENCES,
+    disagree,
+    pair_group,
+    sequence_select,
+    sequence_size,
+    sequence_to_device,
+    tensor_sequence,
 )
 
 
@@ -83,41 +86,11 @@ def _rebuild(template: Any, items: Any) -> Any:
     return type(template)(items)
 
 
-_SEQUENCES = (tuple, list)  # exact types: a namedtuple or a subclass takes the general path
-
-
-def tensor_sequence(batch: Any) -> bool:
-    """Whether ``batch`` is a plain tuple or list of tensors that all have a batch dimension (the common ``(x, y)``
-    batch): its fields are its items, so the ``sequence_*`` functions below may skip the general traversal."""
-    return type(batch) in _SEQUENCES and all(type(v) is torch.Tensor and v.dim() > 0 for v in batch)
-
-
-def _pair_group(batch: Any) -> bool:
-    """Whether ``batch`` is a plain tuple or list of tensor sequences (see :func:`tensor_sequence`), tensors with a
-    batch dimension and ``None``, holding a tensor somewhere (so a group, not a column): e.g. the pool's pieces,
-    ``((x, y), None)``."""
-    if type(batch) not in _SEQUENCES:
-        return False
-    holds = False
-    for item in batch:
-        if item is None:
-            continue
-        if type(item) is torch.Tensor:
-            if item.dim() == 0:
-                return False
-            holds = True
-        elif tensor_sequence(item):
-            holds = holds or len(item) > 0
-        else:
-            return False
-    return holds
-
-
 def map_fields(batch: Any, fn: Callable[[Any, str], Any], path: str = "batch") -> Any:
     """Apply ``fn(field, path)`` to every batch field; non-batch leaves are returned as they are."""
     if tensor_sequence(batch):
         return type(batch)([fn(v, f"{path}[{i}]") for i, v in enumerate(batch)])  # the common (x, y) batch
-    if _pair_group(batch):  # one level more, as the pool's (subset, weights) pieces: the same result, fewer checks
+    if pair_group(batch):  # one level more, as the pool's (subset, weights) pieces: the same result, fewer checks
         return type(batch)([v if v is None else map_fields(v, fn, f"{path}[{i}]") for i, v in enumerate(batch)])
     if is_batch_field(batch):
         return fn(batch, path)
@@ -153,36 +126,8 @@ def batch_size(batch: Any) -> int | None:
     first_path, first = sizes[0]
     for path, size in sizes[1:]:
         if size != first:
-            _disagree(first_path, first, path, size)
+            disagree(first_path, first, path, size)
     return first
-
-
-def _disagree(first_path: str, first: int, path: str, size: int) -> None:
-    raise ValueError(
-        f"batch fields disagree on the batch size: {first_path} has {first} samples but {path} has {size}; "
-        f"every tensor, array or column in a batch must share its first dimension; {_RAGGED_FIX}"
-    )
-
-
-def sequence_size(batch: Sequence[torch.Tensor]) -> int | None:
-    """:func:`batch_size` of a batch for which :func:`tensor_sequence` holds."""
-    if not batch:
-        return None
-    first = batch[0].shape[0]
-    for i, field in enumerate(batch):
-        if field.shape[0] != first:
-            _disagree("batch[0]", first, f"batch[{i}]", field.shape[0])
-    return first
-
-
-def sequence_to_device(batch: Sequence[torch.Tensor], device: torch.device) -> Any:
-    """:func:`to_device` of a batch for which :func:`tensor_sequence` holds."""
-    return type(batch)([v if v.device == device else v.to(device, non_blocking=v.is_pinned()) for v in batch])
-
-
-def sequence_select(batch: Sequence[torch.Tensor], index: torch.Tensor) -> Any:
-    """:func:`select` of a batch for which :func:`tensor_sequence` holds."""
-    return type(batch)([v.index_select(0, index.to(v.device)) for v in batch])
 
 
 def to_device(batch: Any, device: torch.device) -> Any:
@@ -287,7 +232,7 @@ def default_split(batch: Any) -> tuple[Any, Any]:
     Raises:
         ValueError: naming what was found and the ``split=`` fix.
     """
-    if type(batch) in _SEQUENCES and len(batch) >= 2 and type(batch[0]) is torch.Tensor and batch[0].dim() > 0:
+    if type(batch) in SEQUENCES and len(batch) >= 2 and type(batch[0]) is torch.Tensor and batch[0].dim() > 0:
         return batch[0], batch[1]  # the common (x, y, ...) batch: not a column, since it holds a tensor
     if isinstance(batch, Mapping):
         if "input" in batch and "target" in batch:

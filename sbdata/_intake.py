@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import _batch
+from . import _batch, _sequence
 from ._clock import PassClock
 from ._output import Output
 from ._step import SBStep
@@ -83,20 +83,20 @@ class Intake:
         """Consume one loader batch; see :meth:`~sbdata.SelectionEngine.push`."""
         if not self.device_checked:
             self.check_device()
-        flat = _batch.tensor_sequence(batch)  # the common (x, y) batch: one check, then no traversals
-        n = _batch.sequence_size(batch) if flat else _batch.batch_size(batch)
+        flat = _sequence.tensor_sequence(batch)  # the common (x, y) batch: one check, then no traversals
+        n = _sequence.sequence_size(batch) if flat else _batch.batch_size(batch)
         if n is None:
             raise ValueError(f"batch of type {type(batch).__name__} has no field with a batch dimension")
         clock, sb_step = self.clock, self.sb_step
         if active is None:
             active = self.schedule.is_active(clock.step, clock.epoch_step)
         if not active or n == 0:
-            batch = _batch.sequence_to_device(batch, self.device) if flat else _batch.to_device(batch, self.device)
+            batch = _sequence.sequence_to_device(batch, self.device) if flat else _batch.to_device(batch, self.device)
             self.output.add_plain(batch, n)
             self._count(n)
             return
         ids = None if sb_step.id_key is None else sb_step.ids(batch)  # read before the move: host ids cost no sync
-        batch = _batch.sequence_to_device(batch, self.device) if flat else _batch.to_device(batch, self.device)
+        batch = _sequence.sequence_to_device(batch, self.device) if flat else _batch.to_device(batch, self.device)
         tracker = self.tracker
         saved = tracker.counters()
         started = time.perf_counter()
@@ -141,8 +141,6 @@ class Intake:
         return True
 
     def _count(self, n: int) -> None:
-        clock = self.clock
-        clock.step += 1  # clock.count(), inline: once per loader batch
-        clock.epoch_step += 1
+        self.clock.count()
         self.tracker.steps += 1
         self.tracker.samples_seen += n

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from . import _batch
+from . import _batch, _sequence
 from ._finite import FiniteCheck
 from ._options import make_generator
 from .cache import LossCache
@@ -140,7 +140,7 @@ class SBStep:
 
     def __call__(self, batch: Any, n: int, ids: Any, now: int, step: int, flat: bool = False) -> Kept:
         """Select from ``batch`` (``n`` samples on the scoring device; ``ids`` read before the move); ``flat`` says
-        that :func:`~sbdata._batch.tensor_sequence` holds for it (checked by the caller, once per batch)."""
+        that :func:`~sbdata._sequence.tensor_sequence` holds for it (checked by the caller, once per batch)."""
         self.tracker.sb_steps += 1
         if flat and self._default_split and len(batch) >= 2:
             inputs, targets = batch[0], batch[1]  # default_split of an (x, y, ...) batch, without its checks
@@ -178,7 +178,7 @@ class SBStep:
         self.tracker.record_selection(losses, selection.index)
         index = selection.index if candidates is None else candidates.index_select(0, selection.index)
         ratio = None if selection.prob is None or not self.return_weights else selection.expected / selection.prob
-        subset = _batch.sequence_select(batch, index) if flat else _batch.select(batch, index)
+        subset = _sequence.sequence_select(batch, index) if flat else _batch.select(batch, index)
         return Kept(subset, index.shape[0], ratio, count, selection.expected)
 
     def _check_contract(self, selection: Any, n: int) -> None:

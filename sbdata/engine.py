@@ -248,7 +248,7 @@ class SelectionEngine:
 
     def pop_output(self) -> Any:
         """Hand on the oldest queued output (counted in ``stats.samples_yielded`` now)."""
-        out, size = self.output.ready.popleft()  # Output.pop, inline: once per output
+        out, size = self.output.pop()
         self.tracker.samples_yielded += size
         return out
 

@@ -187,7 +187,7 @@ def test_the_fast_paths_for_tensor_sequences_answer_as_the_general_traversal(mon
 
     fast = answers()
     monkeypatch.setattr(_batch, "tensor_sequence", lambda batch: False)
-    monkeypatch.setattr(_batch, "_pair_group", lambda batch: False)
+    monkeypatch.setattr(_batch, "pair_group", lambda batch: False)
     general = answers()
     assert fast[:-2] == general[:-2] and fast[-1] == general[-1]
     assert all(a is b for a, b in zip(fast[-2], general[-2], strict=True))
