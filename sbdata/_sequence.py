@@ -80,11 +80,11 @@ def sequence_size(batch: Sequence[torch.Tensor]) -> int | None:
     return first
 
 
-def sequence_to_device(batch: Sequence[torch.Tensor], device: torch.device) -> Any:
+def sequence_to_device(batch: Any, device: torch.device) -> Any:
     """:func:`to_device` of a batch for which :func:`tensor_sequence` holds."""
     return type(batch)([v if v.device == device else v.to(device, non_blocking=v.is_pinned()) for v in batch])
 
 
-def sequence_select(batch: Sequence[torch.Tensor], index: torch.Tensor) -> Any:
+def sequence_select(batch: Any, index: torch.Tensor) -> Any:
     """:func:`select` of a batch for which :func:`tensor_sequence` holds."""
     return type(batch)([v.index_select(0, index.to(v.device)) for v in batch])

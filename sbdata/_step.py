@@ -196,7 +196,7 @@ class SBStep:
                 "policy whose count varies (ranks under torch.distributed agree on batch counts through it)"
             )
 
-    def _score(self, inputs: Any, targets: Any, n: int, ids: Any, now: int, seed: int) -> torch.Tensor:
+    def _score(self, inputs: Any, targets: Any, n: int, ids: Any, now: int, seed: int | None) -> torch.Tensor:
         """Per-sample losses of the live model: scored, or taken from the cache where still fresh.
 
         With a cache, the stale samples are scored in a bucket of a few fixed sizes (:func:`~sbdata.cache.bucket_size`)
