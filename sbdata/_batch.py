@@ -25,11 +25,14 @@ from typing import Any
 import numpy as np
 import torch
 
-_RAGGED_FIX = (
-    "a list or tuple that holds tensors or arrays is a group of fields, each with one row per sample, while a "
-    "column (one item per sample, subset as a whole) holds no tensor or array: pad per-sample tensors of different "
-    "lengths into one tensor (with a lengths field), or hold them in a numpy object array (np.empty(B, "
-    "dtype=object)); put per-batch constants in 0-dim tensors or Python scalars"
+from ._sequence import (
+    SEQUENCES,
+    disagree,
+    pair_group,
+    sequence_select,
+    sequence_size,
+    sequence_to_device,
+    tensor_sequence,
 )
 
 
@@ -85,8 +88,10 @@ def _rebuild(template: Any, items: Any) -> Any:
 
 def map_fields(batch: Any, fn: Callable[[Any, str], Any], path: str = "batch") -> Any:
     """Apply ``fn(field, path)`` to every batch field; non-batch leaves are returned as they are."""
-    if type(batch) in (tuple, list) and all(type(v) is torch.Tensor and v.dim() > 0 for v in batch):
+    if tensor_sequence(batch):
         return type(batch)([fn(v, f"{path}[{i}]") for i, v in enumerate(batch)])  # the common (x, y) batch
+    if pair_group(batch):  # one level more, as the pool's (subset, weights) pieces: the same result, fewer checks
+        return type(batch)([v if v is None else map_fields(v, fn, f"{path}[{i}]") for i, v in enumerate(batch)])
     if is_batch_field(batch):
         return fn(batch, path)
     if isinstance(batch, Mapping):
@@ -107,6 +112,8 @@ def batch_size(batch: Any) -> int | None:
     Raises:
         ValueError: if two fields disagree, naming both fields and sizes.
     """
+    if tensor_sequence(batch):
+        return sequence_size(batch)
     sizes: list[tuple[str, int]] = []
 
     def visit(field: Any, path: str) -> Any:
@@ -119,15 +126,14 @@ def batch_size(batch: Any) -> int | None:
     first_path, first = sizes[0]
     for path, size in sizes[1:]:
         if size != first:
-            raise ValueError(
-                f"batch fields disagree on the batch size: {first_path} has {first} samples but {path} has {size}; "
-                f"every tensor, array or column in a batch must share its first dimension; {_RAGGED_FIX}"
-            )
+            disagree(first_path, first, path, size)
     return first
 
 
 def to_device(batch: Any, device: torch.device) -> Any:
     """Move every tensor field to ``device`` (non-blocking where the source is pinned); arrays stay on the host."""
+    if tensor_sequence(batch):
+        return sequence_to_device(batch, device)
 
     def move(field: Any, _: str) -> Any:
         if isinstance(field, torch.Tensor) and field.device != device:
@@ -172,6 +178,8 @@ class Indexer:
 
 def select(batch: Any, index: torch.Tensor) -> Any:
     """The sub-batch at ``index`` (1-D integer tensor), every field aligned, container types preserved."""
+    if tensor_sequence(batch):
+        return sequence_select(batch, index)
     return map_fields(batch, Indexer(index))
 
 
@@ -224,6 +232,8 @@ def default_split(batch: Any) -> tuple[Any, Any]:
     Raises:
         ValueError: naming what was found and the ``split=`` fix.
     """
+    if type(batch) in SEQUENCES and len(batch) >= 2 and type(batch[0]) is torch.Tensor and batch[0].dim() > 0:
+        return batch[0], batch[1]  # the common (x, y, ...) batch: not a column, since it holds a tensor
     if isinstance(batch, Mapping):
         if "input" in batch and "target" in batch:
             return batch["input"], batch["target"]

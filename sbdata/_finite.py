@@ -40,7 +40,14 @@ class FiniteCheck:
     def _launch(self) -> None:
         group, self._unchecked = self._unchecked, []
         scores = group[0][1] if len(group) == 1 else torch.cat([scores for _, scores in group])
-        self._pending.append((group, HostCopy(torch.isfinite(scores).all().reshape(1))))
+        if scores.is_floating_point():
+            # the sum is finite iff every score is (NaN and inf carry through it) unless it overflows, which only
+            # costs a look at the group's scores in _read: three element-wise passes fewer than isfinite().all()
+            total = scores.sum()
+            flag = (total - total).eq(0)
+        else:
+            flag = torch.isfinite(scores).all()
+        self._pending.append((group, HostCopy(flag.reshape(1))))
 
     def poll(self) -> None:
         """Read every flag that has landed (and the oldest ones, beyond ``MAX_PENDING`` in flight)."""
@@ -58,10 +65,10 @@ class FiniteCheck:
         group, flag = self._pending.popleft()
         if flag.value()[0]:
             return
-        self._pending.clear()
         for step, scores in group:
             positions = np.flatnonzero(~np.isfinite(HostCopy(scores).value())).tolist()
             if positions:
+                self._pending.clear()
                 raise ValueError(
                     f"non-finite loss at batch positions {positions[:20]} of loader batch {step}: fix the data "
                     "or the model, or pass nan_policy='drop' to skip such samples or 'keep' to treat them as the "

@@ -87,21 +87,24 @@ class ReadAheadGuard:
         handle = trainable[0].register_post_accumulate_grad_hook(on_backward)
         weakref.finalize(self, handle.remove)
 
-    def _signature(self) -> tuple[int, ...]:
-        return (_optimizer_steps, *(p._version for p in self._watched or ()))
+    def _signature(self) -> tuple[int, int, int]:
+        first, last = self._watched  # type: ignore[misc]  # only asked once parameters are watched
+        return (_optimizer_steps, first._version, last._version)
 
     def watch(self, batches: Iterator[Any]) -> Iterator[Any]:
         """Yield ``batches`` unchanged, recording a signature for each one handed out to a training model."""
         global _handing_out
-        self._pending.clear()
+        pending, model_ref, self_ref = self._pending, self._model_ref, self._self_ref
+        pending.clear()
         for batch in batches:
-            model = self._model_ref()
+            model = model_ref()
             if model is not None and model.training and not self.warned:
                 if self._watched is None:
                     self._attach(model)
                 if self._watched:
-                    self._pending.append(self._signature())
-                    _handing_out = self._self_ref
+                    first, last = self._watched  # _signature(), inline: once per batch
+                    pending.append((_optimizer_steps, first._version, last._version))
+                    _handing_out = self_ref
             yield batch
 
     def backward_seen(self) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import _batch
+from . import _batch, _sequence
 from ._clock import PassClock
 from ._output import Output
 from ._step import SBStep
@@ -83,27 +83,31 @@ class Intake:
         """Consume one loader batch; see :meth:`~sbdata.SelectionEngine.push`."""
         if not self.device_checked:
             self.check_device()
-        n = _batch.batch_size(batch)
+        flat = _sequence.tensor_sequence(batch)  # the common (x, y) batch: one check, then no traversals
+        n = _sequence.sequence_size(batch) if flat else _batch.batch_size(batch)
         if n is None:
             raise ValueError(f"batch of type {type(batch).__name__} has no field with a batch dimension")
+        clock, sb_step = self.clock, self.sb_step
         if active is None:
-            active = self.schedule.is_active(self.clock.step, self.clock.epoch_step)
+            active = self.schedule.is_active(clock.step, clock.epoch_step)
         if not active or n == 0:
-            batch = _batch.to_device(batch, self.device)
+            batch = _sequence.sequence_to_device(batch, self.device) if flat else _batch.to_device(batch, self.device)
             self.output.add_plain(batch, n)
             self._count(n)
             return
-        ids = self.sb_step.ids(batch)  # read before the move: host ids cost no sync
-        batch = _batch.to_device(batch, self.device)
-        saved = self.tracker.counters()
+        ids = None if sb_step.id_key is None else sb_step.ids(batch)  # read before the move: host ids cost no sync
+        batch = _sequence.sequence_to_device(batch, self.device) if flat else _batch.to_device(batch, self.device)
+        tracker = self.tracker
+        saved = tracker.counters()
         started = time.perf_counter()
-        step = self.clock.step
+        step = clock.step
+        now = step + 1 if sb_step.cache is None else self.now(step + 1)
         try:
-            kept = self.sb_step(batch, n, ids, self.now(step + 1), step)
+            kept = sb_step(batch, n, ids, now, step, flat)
         except BaseException:
-            self.tracker.restore_counters(saved)
+            tracker.restore_counters(saved)
             raise
-        self.tracker.scoring_seconds += time.perf_counter() - started
+        tracker.scoring_seconds += time.perf_counter() - started
         self.output.add_kept(kept.subset, kept.size, kept.ratio, kept.expected, kept.candidates, emit_empty)
         self._count(n)
 
@@ -122,9 +126,9 @@ class Intake:
         Returns:
             Whether an output is ready; False once the source has ended and everything held was handed on.
         """
-        clock = self.clock
-        while not len(self.output):
-            if self.output.source_ended:
+        clock, output = self.clock, self.output
+        while not output.ready:
+            if output.source_ended:
                 return False
             if clock.pending is None:
                 try:

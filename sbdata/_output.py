@@ -39,7 +39,7 @@ class Output:
         self.device = device
         self.pool = Pool(batch_size) if batch_size is not None else None
         self.source_ended = False  # the epoch's source has run out and the pool's rest was flushed
-        self._ready: deque[tuple[Any, int]] = deque()
+        self.ready: deque[tuple[Any, int]] = deque()  # (output, samples), oldest first
 
     # ----------------------------------------------------------------- filling
     def add_plain(self, batch: Any, size: int) -> None:
@@ -55,7 +55,10 @@ class Output:
         """
         if self.pool is None:
             if count or keep_empty:
-                self._put(subset, count, None if ratio is None else ratio / (expected * candidates))
+                if self.return_weights:
+                    self._put(subset, count, None if ratio is None else ratio / (expected * candidates))
+                else:
+                    self.ready.append((subset, count))  # _put without weights, inline: once per SB step
             return
         self.pool.add((subset, ratio), count)
         while (full := self.pool.pop_full()) is not None:
@@ -75,35 +78,35 @@ class Output:
         self._put(subset, _batch.batch_size(subset) or 0, None if ratio is None else ratio / self.batch_size)
 
     def _put(self, batch: Any, size: int, weights: torch.Tensor | None) -> None:
-        self._ready.append(((batch, weights) if self.return_weights else batch, size))
+        self.ready.append(((batch, weights) if self.return_weights else batch, size))
 
     # ----------------------------------------------------------------- emptying
     def __len__(self) -> int:
         """Outputs ready to be handed on."""
-        return len(self._ready)
+        return len(self.ready)
 
     @property
     def held_samples(self) -> int:
         """Samples in ready outputs and in the pool."""
-        return sum(size for _, size in self._ready) + (len(self.pool) if self.pool is not None else 0)
+        return sum(size for _, size in self.ready) + (len(self.pool) if self.pool is not None else 0)
 
     @property
     def can_yield(self) -> bool:
         """Whether the epoch may still yield: its source has not run out, or outputs are ready."""
-        return not self.source_ended or bool(self._ready)
+        return not self.source_ended or bool(self.ready)
 
     def pop(self) -> tuple[Any, int]:
         """The oldest ready output and its sample count."""
-        return self._ready.popleft()
+        return self.ready.popleft()
 
     def discard_beyond(self, count: int) -> None:
         """Drop the newest ready outputs until at most ``count`` remain (outputs that will never be yielded)."""
-        while len(self._ready) > count:
-            self._ready.pop()
+        while len(self.ready) > count:
+            self.ready.pop()
 
     def clear(self) -> None:
         """Forget everything held, for a new epoch."""
-        self._ready.clear()
+        self.ready.clear()
         self.source_ended = False
         if self.pool is not None:
             self.pool.clear()
@@ -116,13 +119,13 @@ class Output:
             pool = self.pool.state_dict()
             pool["pieces"] = encode(pool["pieces"], "pooled piece")
         return {
-            "ready": [[encode(out, "queued batch"), size] for out, size in self._ready],
+            "ready": [[encode(out, "queued batch"), size] for out, size in self.ready],
             "pool": pool,
             "source_ended": self.source_ended,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._ready = deque((decode(out), int(size)) for out, size in state["ready"])
+        self.ready = deque((decode(out), int(size)) for out, size in state["ready"])
         if self.pool is not None:
             self.pool.load_state_dict({**state["pool"], "pieces": decode(state["pool"]["pieces"])})
         self.source_ended = bool(state["source_ended"])

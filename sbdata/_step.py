@@ -8,11 +8,11 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from . import _batch
+from . import _batch, _sequence
 from ._finite import FiniteCheck
 from ._options import make_generator
 from .cache import LossCache
-from .policies import keep_count
+from .policies import RandomK, RankWeighted, SelectionPolicy, TopK, keep_count
 from .registry import resolve_policy
 from .scoring import ScoreContext, Scorer, dropout_seed
 from .stats import StatsTracker
@@ -117,6 +117,12 @@ class SBStep:
                 "LossHistory(min_prob=0.05)"
             )
         self.policy.bind(self)
+        # Fixed per engine, so decided here rather than per SB step:
+        policy_type = type(self.policy)
+        self._default_split = split is None
+        self._adjusts = policy_type.adjust is not SelectionPolicy.adjust or "adjust" in vars(self.policy)
+        self._seeded = scorer.score_mode == "train" or self._adjusts  # else the seed is never read
+        self._trusted = policy_type in (TopK, RandomK, RankWeighted)  # built-ins keep their declared contract
 
     def ids(self, batch: Any) -> Any:
         """The per-sample ids at ``id_key``, or None without one."""
@@ -132,24 +138,34 @@ class SBStep:
                 f"id_key={self.id_key!r} is not in the batch ({found}); pass the key of the id field"
             ) from None
 
-    def __call__(self, batch: Any, n: int, ids: Any, now: int, step: int) -> Kept:
-        """Select from ``batch`` (``n`` samples on the scoring device; ``ids`` read before the move)."""
+    def __call__(self, batch: Any, n: int, ids: Any, now: int, step: int, flat: bool = False) -> Kept:
+        """Select from ``batch`` (``n`` samples on the scoring device; ``ids`` read before the move); ``flat`` says
+        that :func:`~sbdata._sequence.tensor_sequence` holds for it (checked by the caller, once per batch)."""
         self.tracker.sb_steps += 1
-        inputs, targets = self.split(batch)
-        seed = dropout_seed(self.generator.initial_seed(), step)  # train-mode dropout: a stream of this step's own
+        if flat and self._default_split and len(batch) >= 2:
+            inputs, targets = batch[0], batch[1]  # default_split of an (x, y, ...) batch, without its checks
+        else:
+            inputs, targets = self.split(batch)
+        seed = None
+        if self._seeded:  # train-mode dropout, or a policy that may score again: a stream of this step's own
+            seed = dropout_seed(self.generator.initial_seed(), step)
         losses = self._score(inputs, targets, n, ids, now, seed)
-        context = ScoreContext(
-            inputs, targets, ids, n, self.device,
-            score=lambda other: self.scorer(other, inputs, targets, n, self.device, seed),
-        )  # fmt: skip
-        scores = self.policy.adjust(losses, context)
+        if self._adjusts:
+            context = ScoreContext(
+                inputs, targets, ids, n, self.device,
+                score=lambda other: self.scorer(other, inputs, targets, n, self.device, seed),
+            )  # fmt: skip
+            scores = self.policy.adjust(losses, context)
+        else:
+            scores = losses  # SelectionPolicy.adjust is the identity
         candidates, scores = self._screen(scores, step)
         population = None
         if self.lockstep is not None and self.sync == "global" and self.policy.uses_population:
             population = self.lockstep.gather(scores)  # on every rank, even one with no candidate left
         if candidates is not None:
             losses = losses.index_select(0, candidates)
-        if scores.shape[0] == 0:  # every loss was non-finite and nan_policy='drop'
+        count = scores.shape[0]
+        if count == 0:  # every loss was non-finite and nan_policy='drop'
             nothing = torch.empty(0, dtype=torch.long, device=self.device)
             ratio = nothing.to(torch.float32) if self.return_weights else None
             return Kept(_batch.select(batch, nothing), 0, ratio, 0, 1.0)
@@ -157,11 +173,13 @@ class SBStep:
             selection = self.policy.select(scores, self.keep, self.generator)
         else:
             selection = self.policy.select_global(scores, self.keep, self.generator, *population)
-        self._check_contract(selection, scores.shape[0])
+        if not self._trusted:
+            self._check_contract(selection, count)
         self.tracker.record_selection(losses, selection.index)
         index = selection.index if candidates is None else candidates.index_select(0, selection.index)
         ratio = None if selection.prob is None or not self.return_weights else selection.expected / selection.prob
-        return Kept(_batch.select(batch, index), index.shape[0], ratio, scores.shape[0], selection.expected)
+        subset = _sequence.sequence_select(batch, index) if flat else _batch.select(batch, index)
+        return Kept(subset, index.shape[0], ratio, count, selection.expected)
 
     def _check_contract(self, selection: Any, n: int) -> None:
         """Hold a policy to what it declared (host-side shapes only: no synchronisation)."""
@@ -178,7 +196,7 @@ class SBStep:
                 "policy whose count varies (ranks under torch.distributed agree on batch counts through it)"
             )
 
-    def _score(self, inputs: Any, targets: Any, n: int, ids: Any, now: int, seed: int) -> torch.Tensor:
+    def _score(self, inputs: Any, targets: Any, n: int, ids: Any, now: int, seed: int | None) -> torch.Tensor:
         """Per-sample losses of the live model: scored, or taken from the cache where still fresh.
 
         With a cache, the stale samples are scored in a bucket of a few fixed sizes (:func:`~sbdata.cache.bucket_size`)
@@ -204,6 +222,8 @@ class SBStep:
 
     def _screen(self, scores: torch.Tensor, step: int) -> tuple[torch.Tensor | None, torch.Tensor]:
         if self.nan_policy == "keep":
+            if scores.is_floating_point():  # NaN and -inf become +inf, the hardest, as the where() below: one op
+                return None, torch.nan_to_num(scores, nan=torch.inf, posinf=torch.inf, neginf=torch.inf)
             return None, torch.where(torch.isfinite(scores), scores, torch.inf)
         if self.nan_policy == "drop":
             candidates = torch.nonzero(torch.isfinite(scores)).squeeze(1)  # the count varies: one synchronisation

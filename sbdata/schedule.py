@@ -117,6 +117,8 @@ class Schedule:
 
     def is_active(self, step: int, batch_idx: int) -> bool:
         """Whether loader batch ``step`` (``batch_idx`` within its epoch) is an SB step."""
+        if self.interrupt == 0 and self.total_steps is None and self.progress is None:
+            return True  # Schedule(): always on (asked once per loader batch, so answered without the calls below)
         fraction = self.fraction(step)
         if fraction is None:
             return should_selective_backprop(0.0, batch_idx, start=0.0, end=math.inf, interrupt=self.interrupt)

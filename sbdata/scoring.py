@@ -19,6 +19,7 @@ __all__ = ["ScoreContext", "Scorer", "dropout_seed", "per_sample_loss_fn"]
 
 _INTERPOLATION = {3: "linear", 4: "bilinear", 5: "trilinear"}
 SCORE_MODES = ("eval", "train")
+_SCORE_DTYPES = (torch.float32, torch.float64)  # per-sample losses of these dtypes are returned as they are
 
 
 def per_sample_loss_fn(loss_fn: Any) -> Callable[[Any, Any], torch.Tensor]:
@@ -73,19 +74,34 @@ def _seed_streams(seed: int, device: torch.device) -> None:
         torch.get_device_module(device.type).manual_seed(seed)
 
 
-_PLAIN_TRAIN: dict[type, bool] = {}  # module type -> whether it keeps nn.Module.train (no override)
+_MODULE_TRAIN = nn.Module.train
 
 
-def _plain_train(modules: list[nn.Module]) -> bool:
-    """Whether no module overrides ``nn.Module.train`` (then flags may be set directly)."""
-    return all(
-        _PLAIN_TRAIN.setdefault(kind, kind.train is nn.Module.train) for kind in {type(module) for module in modules}
-    )
+def _walk(model: nn.Module) -> tuple[list[nn.Module], list[bool], bool]:
+    """The modules of ``model`` (each once, as ``model.modules()`` but without the names ``named_modules`` makes),
+    their ``training`` flags, and whether none overrides ``nn.Module.train`` (then the flags may be set directly).
+
+    Walked on every scoring pass, so that a module added or replaced since the last one is put in the scoring mode
+    too; one loop, since it runs once per SB step.
+    """
+    modules = [model]
+    flags: list[bool] = []
+    seen = {id(model)}
+    plain = True
+    for module in modules:  # grows while it is iterated: breadth first
+        flags.append(module.training)
+        if plain and type(module).train is not _MODULE_TRAIN:
+            plain = False
+        for child in module._modules.values():
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                modules.append(child)
+    return modules, flags, plain
 
 
 def _set_training(model: nn.Module, modules: list[nn.Module], flag: bool, plain: bool) -> None:
-    """``model.train(flag)``; with ``plain`` (see :func:`_plain_train`), by setting the flags directly (several
-    times faster on a small model: ``train`` recurses through ``children()`` and ``Module.__setattr__``)."""
+    """``model.train(flag)``; with ``plain`` (see :func:`_walk`), by setting the flags directly (several times
+    faster on a small model: ``train`` recurses through ``children()`` and ``Module.__setattr__``)."""
     if not plain:
         model.train(flag)
         return
@@ -93,19 +109,14 @@ def _set_training(model: nn.Module, modules: list[nn.Module], flag: bool, plain:
         object.__setattr__(module, "training", flag)
 
 
-def _submodules(model: nn.Module) -> list[nn.Module]:
-    """``list(model.modules())`` (each module once), without building the names ``named_modules`` makes."""
-    found: list[nn.Module] = []
-    seen: set[int] = set()
-    stack = [model]
-    while stack:
-        module = stack.pop()
-        if id(module) in seen:
-            continue
-        seen.add(id(module))
-        found.append(module)
-        stack.extend(child for child in module._modules.values() if child is not None)
-    return found
+def _restore_training(model: nn.Module, modules: list[nn.Module], flags: list[bool], plain: bool) -> None:
+    """Give every module back its own ``training`` flag (``flags``, read by :func:`_walk`)."""
+    first = flags[0]
+    if flags.count(first) == len(flags):  # the usual case, all alike: one train() call restores them all
+        _set_training(model, modules, first, plain)
+        return
+    for module, flag in zip(modules, flags, strict=True):
+        module.training = flag
 
 
 @contextlib.contextmanager
@@ -118,10 +129,7 @@ def scoring_mode(model: nn.Module, mode: str, device: torch.device, seed: int | 
     forked, so the pass leaves no trace. With ``seed``, dropout inside the pass draws from a stream seeded with it
     (see :func:`dropout_seed`) instead of from the global RNGs' current state.
     """
-    modules = _submodules(model)
-    flags = [module.training for module in modules]
-    uniform = all(flag == flags[0] for flag in flags)  # the usual case: one train() call restores them all
-    plain = _plain_train(modules)
+    modules, flags, plain = _walk(model)
     saved: list[tuple[nn.Module, str, torch.Tensor, torch.Tensor]] = []
     with contextlib.ExitStack() as stack:
         try:
@@ -145,11 +153,7 @@ def scoring_mode(model: nn.Module, mode: str, device: torch.device, seed: int | 
                     for module, name, buffer, value in saved:
                         module._buffers[name] = buffer  # a forward that rebinds a buffer gets the original back
                         buffer.copy_(value)  # in place (kernels such as batch_norm's need not bump _version)
-            if uniform:
-                _set_training(model, modules, flags[0], plain)
-            else:
-                for module, flag in zip(modules, flags, strict=True):
-                    module.training = flag
+            _restore_training(model, modules, flags, plain)
 
 
 @dataclass
@@ -241,6 +245,8 @@ class Scorer:
             targets = self._prepare(targets, device, "targets")
         if self.scale_factor != 1.0:
             inputs = self._downsample(inputs)
+        if self.score_mode == "eval" and self.autocast_dtype is None:
+            return self._eval_pass(model, inputs, targets, batch_size)
         autocast = (
             torch.autocast(device.type, dtype=self.autocast_dtype)
             if self.autocast_dtype is not None
@@ -250,6 +256,18 @@ class Scorer:
             outputs = self.forward(model, inputs) if self.forward is not None else model(inputs)
             losses = self._loss(outputs, targets)
             return self._per_sample(losses, targets, batch_size)
+
+    def _eval_pass(self, model: nn.Module, inputs: Any, targets: Any, batch_size: int) -> torch.Tensor:
+        """The default pass (eval mode, no autocast): :func:`scoring_mode`'s eval branch written out, without its
+        context managers, since it runs once per SB step."""
+        modules, flags, plain = _walk(model)
+        with torch.no_grad():
+            try:
+                _set_training(model, modules, False, plain)
+                outputs = self.forward(model, inputs) if self.forward is not None else model(inputs)
+                return self._per_sample(self._loss(outputs, targets), targets, batch_size)
+            finally:
+                _restore_training(model, modules, flags, plain)
 
     def _loss(self, outputs: Any, targets: Any) -> Any:
         try:
@@ -281,4 +299,4 @@ class Scorer:
             losses = losses.detach()
         # float32 at least (autocast may give half precision); float64 stays float64, so that losses differing only
         # in float64 (1 + k * 1e-12) are ranked in their own order
-        return losses if losses.dtype == torch.float64 else losses.to(torch.float32)
+        return losses if losses.dtype in _SCORE_DTYPES else losses.to(torch.float32)

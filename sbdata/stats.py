@@ -99,13 +99,27 @@ class StatsTracker:
         if not self._unsummed:
             return
         steps, self._unsummed = self._unsummed, []
-        kept = torch.cat([losses.index_select(0, index) for losses, index in steps])
-        every = torch.cat([losses for losses, _ in steps])
-        kept_finite, every_finite = torch.isfinite(kept), torch.isfinite(every)
+        losses, indices = [losses for losses, _ in steps], [index for _, index in steps]
+        head, first = losses[0], indices[0]
+        if (
+            head.is_floating_point()
+            and all(x.shape == head.shape and x.dtype == head.dtype for x in losses)
+            and all(i.shape == first.shape and i.dtype == torch.int64 for i in indices)
+        ):  # the unpooled fixed-count path: one (steps, N) table, the kept ones gathered from it in one op
+            every = torch.stack(losses)
+            kept_at = torch.stack(indices)
+            every_finite = torch.isfinite(every)
+            every_clean = torch.nan_to_num(every, nan=0.0, posinf=0.0, neginf=0.0)
+            kept_finite, kept_clean = every_finite.gather(1, kept_at), every_clean.gather(1, kept_at)
+        else:
+            kept = torch.cat([losses.index_select(0, index) for losses, index in steps])
+            every = torch.cat(losses)
+            kept_finite, every_finite = torch.isfinite(kept), torch.isfinite(every)
+            kept_clean, every_clean = torch.where(kept_finite, kept, 0), torch.where(every_finite, every, 0)
         sums = torch.stack(
             [
-                torch.where(kept_finite, kept, 0).sum(dtype=torch.float64),
-                torch.where(every_finite, every, 0).sum(dtype=torch.float64),
+                kept_clean.sum(dtype=torch.float64),
+                every_clean.sum(dtype=torch.float64),
                 kept_finite.sum(dtype=torch.float64),
                 every_finite.sum(dtype=torch.float64),
             ]
@@ -116,14 +130,22 @@ class StatsTracker:
             self._loss_sums = self._loss_sums + sums.to(self._loss_sums.device)  # not in place: see counters()
 
     def counters(self) -> tuple[Any, ...]:
-        """Everything a batch adds, to put back with :meth:`restore_counters` if processing it fails."""
-        counts = (getattr(self, name) for name in self._COUNTERS)
-        return (*counts, self._candidates, self._loss_sums, list(self._unsummed))
+        """Everything a batch adds, to put back with :meth:`restore_counters` if processing it fails (once per SB
+        step, so spelt out: the unsummed list is kept by reference with its length, since :meth:`_sum` replaces it
+        rather than emptying it and :meth:`record_selection` only appends)."""
+        unsummed = self._unsummed
+        return (
+            self.steps, self.sb_steps, self.samples_seen, self.samples_scored, self.samples_reused,
+            self.samples_kept, self.samples_yielded, self._candidates, self._loss_sums, unsummed, len(unsummed),
+        )  # fmt: skip
 
     def restore_counters(self, saved: tuple[Any, ...]) -> None:
-        for name, value in zip(self._COUNTERS, saved, strict=False):
-            setattr(self, name, value)
-        self._candidates, self._loss_sums, self._unsummed = saved[-3], saved[-2], list(saved[-1])
+        (
+            self.steps, self.sb_steps, self.samples_seen, self.samples_scored, self.samples_reused,
+            self.samples_kept, self.samples_yielded, self._candidates, self._loss_sums, unsummed, count,
+        ) = saved  # fmt: skip
+        del unsummed[count:]
+        self._unsummed = unsummed
 
     def snapshot(self) -> SBStats:
         self._sum()

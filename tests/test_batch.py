@@ -163,3 +163,37 @@ def test_a_batch_without_tensors_is_one_column_of_records():
     assert _batch.select(records, torch.tensor([0, 2])) == [records[0], records[2]]
     with pytest.raises(ValueError, match="split="):
         _batch.default_split(records)
+
+
+def test_the_fast_paths_for_tensor_sequences_answer_as_the_general_traversal(monkeypatch):
+    """``(x, y)`` batches and the pool's ``((x, y), weights)`` pieces skip the general traversal: same answers."""
+    x, y = torch.arange(8).reshape(4, 2), torch.arange(4) * 10
+    index = torch.tensor([3, 1])
+    batches = [(x, y), [x, y], ((x, y), None), ((x, y), y * 2), [None, [x, y]], ((x, y), None, y)]
+
+    def answers() -> list:
+        found = []
+        for batch in batches:
+            paths: list = []
+            _batch.map_fields(batch, lambda field, path, seen=paths: seen.append(path))
+            found.append((_batch.batch_size(batch), paths))
+            found.extend(repr(out) for out in (_batch.select(batch, index), _batch.take(batch, 1, 3)))
+            found.extend(repr(out) for out in (_batch.to_device(batch, torch.device("cpu")), _batch.fields(batch)))
+        found.extend(repr(_batch.concat([batch, batch])) for batch in batches)
+        found.append(_batch.default_split((x, y, y)))
+        with pytest.raises(ValueError, match=r"batch\[0\] has 4 samples but batch\[1\] has 3") as error:
+            _batch.batch_size((x, y[:3]))
+        return [*found, str(error.value)]
+
+    fast = answers()
+    monkeypatch.setattr(_batch, "tensor_sequence", lambda batch: False)
+    monkeypatch.setattr(_batch, "pair_group", lambda batch: False)
+    general = answers()
+    assert fast[:-2] == general[:-2] and fast[-1] == general[-1]
+    assert all(a is b for a, b in zip(fast[-2], general[-2], strict=True))
+
+
+def test_a_tuple_of_empty_groups_and_none_is_still_a_column():
+    """No tensor inside: a column of two items, as before the pool's fast path, not a group."""
+    assert _batch.batch_size(((), None)) == 2
+    assert _batch.select(((), None), torch.tensor([1])) == (None,)

@@ -263,3 +263,26 @@ def test_nan_raise_reads_its_flag_late_but_always_reports_it(monkeypatch):
     next(iter(sb))
     with pytest.raises(ValueError, match="loader batch 0"):
         sb.state_dict()  # a checkpoint never hides it either
+
+
+def test_nan_raise_flag_overflowing_to_inf_on_finite_scores_raises_nothing_and_later_groups_are_still_checked():
+    """The group flag is the finite-ness of the scores' sum: a sum overflowing on finite scores makes the check
+    look at the scores themselves, finds nothing, and leaves the groups in flight to be checked."""
+    from sbdata._finite import GROUP, FiniteCheck
+    from sbdata._hostcopy import HostCopy
+
+    check = FiniteCheck()
+    huge = torch.full((4,), 3e38)  # finite in float32; their sum is not
+    for step in range(GROUP):
+        check.add(huge, step)  # read at once on the CPU: no error
+    original_ready = HostCopy.ready
+    try:
+        HostCopy.ready = lambda self: False  # keep the next groups in flight
+        for step in range(GROUP, 2 * GROUP):
+            check.add(huge, step)
+        for step in range(2 * GROUP, 3 * GROUP):
+            check.add(torch.tensor([1.0, float("nan") if step == 2 * GROUP + 3 else 2.0]), step)
+    finally:
+        HostCopy.ready = original_ready
+    with pytest.raises(ValueError, match=r"positions \[1\] of loader batch 19"):
+        check.settle()
