@@ -114,32 +114,42 @@ def topk_vs_random(runs: list[dict[str, Any]], regime: str) -> list[dict[str, An
 
 
 def time_to_baseline(runs: list[dict[str, Any]], regime: str) -> list[dict[str, Any]]:
-    """Per arm: seconds and FE to reach the baseline's final validation loss at the largest budget (per seed),
-    relative to the baseline's, from the arm's largest-budget run; seed means (None if a seed never reached)."""
-    fraction = max(r["fraction"] for r in runs if r["regime"] == regime)
+    """Per arm: seconds and FE to reach the tuned baseline's final validation loss at the largest budget, relative
+    to the baseline's, per seed (the same seed's baseline), then the seed mean and the worst seed.
+
+    An arm reaches the target at the earliest of: inside its largest-budget run (interpolated between evaluations),
+    or along its budget curve (the start, then each budget's final point), where a smaller budget that annealed
+    earlier may get there first. None where a seed never reached it.
+    """
+    fractions = sorted({r["fraction"] for r in runs if r["regime"] == regime})
     by = index(runs)
     seeds = sorted({r["seed"] for r in runs if r["regime"] == regime})
-    arms = sorted({r["arm"] for r in runs if r["regime"] == regime})
     out = []
-    for arm in arms:
-        sec, fe = [], []
+    for arm in sorted({r["arm"] for r in runs if r["regime"] == regime}):
+        ratios: dict[str, list[float | None]] = {"seconds": [], "fe": []}
         for seed in seeds:
-            base, run = by.get((regime, "baseline", fraction, seed)), by.get((regime, arm, fraction, seed))
-            if not base or not run:
+            base = by.get((regime, "baseline", fractions[-1], seed))
+            budgets = [by[(regime, arm, f, seed)] for f in fractions if (regime, arm, f, seed) in by]
+            if not base or not budgets:
                 continue
-            target = base["val_loss"]
-            s, f = reach(run, target, "seconds"), reach(run, target, "fe")
-            sec.append(None if s is None else s / base["seconds"])
-            fe.append(None if f is None else f / base["fe"])
-        reached = [v for v in sec if v is not None]
-        out.append(
-            {
-                "arm": arm,
-                "seconds_ratio": max(reached) if len(reached) == len(sec) and sec else None,
-                "fe_ratio": max(v for v in fe if v is not None) if fe and all(v is not None for v in fe) else None,
-                "seeds_reached": f"{len(reached)}/{len(sec)}",
-            }
-        )
+            for axis in ratios:
+                start = budgets[0]["curve"][0]
+                finals = {"curve": [start] + [b["curve"][-1] for b in budgets]}
+                found = [
+                    x
+                    for x in (reach(budgets[-1], base["val_loss"], axis), reach(finals, base["val_loss"], axis))
+                    if x is not None
+                ]
+                ratios[axis].append(min(found) / base[axis] if found else None)
+        row: dict[str, Any] = {
+            "arm": arm,
+            "seeds_reached": f"{sum(v is not None for v in ratios['seconds'])}/{len(ratios['seconds'])}",
+        }
+        for axis, values in ratios.items():
+            complete = bool(values) and all(v is not None for v in values)
+            row[f"{axis}_ratio"] = statistics.fmean(values) if complete else None  # type: ignore[arg-type]
+            row[f"{axis}_worst"] = max(values) if complete else None  # type: ignore[type-var]
+        out.append(row)
     return out
 
 
@@ -217,14 +227,15 @@ def tables(summary: dict[str, Any]) -> str:
             )
         lines += [
             "",
-            "Reaching the tuned baseline's final validation loss (largest budget; worst seed):",
+            "Reaching the tuned baseline's final validation loss (seed mean [worst seed], x the baseline's):",
             "",
             "| arm | seconds (x baseline) | FE (x baseline) | seeds reached |",
             "| --- | --- | --- | --- |",
         ]
         for r in part["time_to_baseline"]:
             lines.append(
-                f"| {r['arm']} | {_f(r['seconds_ratio'], 2)} | {_f(r['fe_ratio'], 2)} | {r['seeds_reached']} |"
+                f"| {r['arm']} | {_f(r['seconds_ratio'], 2)} [{_f(r['seconds_worst'], 2)}] | "
+                f"{_f(r['fe_ratio'], 2)} [{_f(r['fe_worst'], 2)}] | {r['seeds_reached']} |"
             )
         lines += [
             "",
@@ -255,6 +266,11 @@ def tuning(records: list[dict[str, Any]], regime: str) -> dict[str, Any]:
 
 def report(out: Path, wall_seconds: float | None = None) -> dict[str, Any]:
     runs, tune = read_jsonl(out / "runs.jsonl"), read_jsonl(out / "tune.jsonl")
+    wall = out / "wall.json"  # written by ``lm all``, so a later ``report`` still says how long the command took
+    if wall_seconds is not None:
+        wall.write_text(json.dumps({"wall_seconds": wall_seconds}))
+    elif wall.exists():
+        wall_seconds = json.loads(wall.read_text())["wall_seconds"]
     summary: dict[str, Any] = {"regimes": {}, "wall_seconds": wall_seconds}
     machine = out / "machine.json"
     if machine.exists():
@@ -305,12 +321,12 @@ def plot(runs: list[dict[str, Any]], out: Path) -> Path | None:
         (out / "PLOTS_SKIPPED.txt").write_text("matplotlib is not installed: pip install -e '.[bench]'\n")
         return None
     regimes = [g for g in ("single-pass", "repeating") if any(r["regime"] == g for r in runs)]
+    style = styles(sorted({r["arm"] for r in runs}, key=lambda a: (a != "baseline", a)))  # one colour per arm
     fig, axes = plt.subplots(len(regimes), 3, figsize=(18, 5 * len(regimes)), squeeze=False)
     for row, regime in enumerate(regimes):
         mine = [r for r in runs if r["regime"] == regime]
         top = max(r["fraction"] for r in mine)
         arms = sorted({r["arm"] for r in mine}, key=lambda a: (a != "baseline", a))
-        style = styles(arms)
         for col, axis in enumerate(("seconds", "fe")):
             ax = axes[row][col]
             for arm in arms:
@@ -336,7 +352,7 @@ def plot(runs: list[dict[str, Any]], out: Path) -> Path | None:
         ]
         ax.barh(arms, shares, color=[style[a][0] for a in arms])
         ax.axvline(statistics.fmean(r["data_noisy_share"] for r in mine), color="black", linestyle="--")
-        ax.set_xlabel("share of trained sequences that are noise-like, largest budget (dashed: the data's)")
+        ax.set_xlabel("noise-like share of trained sequences (dashed: the data's)")
         ax.tick_params(axis="y", labelsize=7)
     fig.tight_layout()
     path = out / "lm.png"

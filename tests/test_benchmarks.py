@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PLOTS = importlib.util.find_spec("matplotlib") is not None
 
 
-def run(script: str, *args: str, timeout: float = 60) -> None:
+def run(script: str, *args: str, timeout: float = 300) -> None:  # a hang guard, not a speed check
     cmd = [sys.executable, "-m", f"benchmarks.{script.removesuffix('.py')}", *args]
     subprocess.run(cmd, cwd=ROOT, check=True, timeout=timeout, capture_output=True, text=True)
 
