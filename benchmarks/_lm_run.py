@@ -132,7 +132,7 @@ def train_run(
     for epoch in itertools.count():
         if arm.metered_by_epochs and budget_seconds is None and epoch >= run_epochs:
             break
-        loader.set_epoch(epoch) if hasattr(loader, "set_epoch") else source.set_epoch(epoch)
+        loader.set_epoch(epoch)  # SBLoader passes it on to its source
         started = cpu_clock()
         for data in loader:
             for group in optimizer.param_groups:
