@@ -24,6 +24,8 @@ import torch
 from sbdata import LossCache, PruningSampler, ReducibleLoss, SBLoader
 from sbdata.adapters import causal_lm
 
+from ._prune_arms import SamplerObserver
+
 ADAPTER = causal_lm()
 
 
@@ -116,7 +118,7 @@ class LMArm:
             cache = LossCache(staleness=1, size=len(chunks))
             sampler = PruningSampler(len(chunks), cache, epochs=epochs, prune=0.5, policy=self.prune, seed=seed)
             source = SequenceBatches(chunks, batch, seed, sampler)
-            return source, source, _SamplerObserver(sampler)
+            return source, source, SamplerObserver(sampler, ids=lambda batch: batch["ids"])
         if self.policy is None:
             source = SequenceBatches(chunks, batch, seed)
             return source, source, None
@@ -140,19 +142,6 @@ class LMArm:
             **cached,
         )
         return loader, source, loader if self.staleness is not None else None
-
-
-class _SamplerObserver:
-    """``observe(batch, losses)`` for a pruning run: the sampler records the step's losses into its cache."""
-
-    def __init__(self, sampler: PruningSampler) -> None:
-        self.sampler = sampler
-
-    def observe(self, batch: dict[str, torch.Tensor], losses: torch.Tensor) -> None:
-        self.sampler.observe(batch["ids"], losses)
-
-    def weights(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.sampler.weights(batch["ids"])
 
 
 def selection_arms() -> list[LMArm]:

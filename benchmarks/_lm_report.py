@@ -253,15 +253,29 @@ def tables(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def tuning(records: list[dict[str, Any]], regime: str) -> dict[str, Any]:
+def tuned(records: list[dict[str, Any]], regime: str) -> dict[str, Any] | None:
+    """The grid's best (batch, LR) for ``regime`` by final validation loss, its FE (the reference budget), and the
+    grid it came from; None before any grid point of ``regime`` has run."""
     rows = [r for r in records if r["regime"] == regime]
+    if not rows:
+        return None
     best = min(rows, key=lambda r: r["val_loss"])
     batches = sorted({r["config"]["batch"] for r in rows})
     lrs = sorted({r["config"]["lr"] for r in rows})
-    b, lr = best["config"]["batch"], best["config"]["lr"]
+    config = best["config"]
+    return {"batch": config["batch"], "lr": config["lr"], "fe": best["fe"], "batches": batches, "lrs": lrs}
+
+
+def tuning(records: list[dict[str, Any]], regime: str) -> dict[str, Any]:
+    """:func:`tuned`, with whether the best point is inside the grid and every grid point's loss."""
+    best = tuned(records, regime)
+    if best is None:
+        raise ValueError(f"no tuning run of regime {regime!r} in tune.jsonl: run `python -m benchmarks.lm tune` first")
+    b, lr, batches, lrs = best["batch"], best["lr"], best["batches"], best["lrs"]
     inside = batches[0] < b < batches[-1] and lrs[0] < lr < lrs[-1]
+    rows = [r for r in records if r["regime"] == regime]
     grid = {f"b={r['config']['batch']} lr={r['config']['lr']:g}": round(r["val_loss"], 4) for r in rows}
-    return {"batch": b, "lr": lr, "batches": batches, "lrs": lrs, "inside": inside, "grid": grid}
+    return {**best, "inside": inside, "grid": grid}
 
 
 def report(out: Path, wall_seconds: float | None = None) -> dict[str, Any]:

@@ -45,22 +45,20 @@ def train_irreducible(holdout: torch.Tensor, sequences: int, seed: int) -> tuple
         data = holdout[torch.randperm(len(holdout))[:sequences]]
         batches = SequenceBatches(data, IRREDUCIBLE_RECIPE["batch"], seed)
         optimizer = make_optimizer(model, IRREDUCIBLE_RECIPE["lr"])
-        total = IRREDUCIBLE_RECIPE["epochs"] * len(batches)
-        for step, batch in enumerate(b for e in range(IRREDUCIBLE_RECIPE["epochs"]) for b in _epoch(batches, e)):
-            for group in optimizer.param_groups:
-                group["lr"] = one_cycle(step / total, IRREDUCIBLE_RECIPE["lr"])
-            loss = sequence_losses(model, batch).mean()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+        total, step = IRREDUCIBLE_RECIPE["epochs"] * len(batches), 0
+        for epoch in range(IRREDUCIBLE_RECIPE["epochs"]):
+            batches.set_epoch(epoch)
+            for batch in batches:
+                for group in optimizer.param_groups:
+                    group["lr"] = one_cycle(step / total, IRREDUCIBLE_RECIPE["lr"])
+                step += 1
+                loss = sequence_losses(model, batch).mean()
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
     model.eval()
     fe = 3.0 * relative_cost(model) * IRREDUCIBLE_RECIPE["epochs"] * len(data)
     return model, fe, cpu_clock() - started
-
-
-def _epoch(batches: SequenceBatches, epoch: int):
-    batches.set_epoch(epoch)
-    return iter(batches)
 
 
 def relative_cost(model: ByteLM) -> float:

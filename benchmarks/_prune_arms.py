@@ -15,6 +15,7 @@ step's own losses (``observe``); the kept low-loss samples' losses are rescaled 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -80,14 +81,18 @@ class PruneProbe(Probe):
         return {"samples_loaded": self.batches.loaded, "decision_seconds": self.batches.decision_seconds}
 
 
-class _SamplerObserver:
-    """``observe(batch, losses)`` for a run without SBLoader: the sampler records the losses into its cache."""
+class SamplerObserver:
+    """``observe(batch, losses)`` for a run without SBLoader: the sampler records the losses into its cache; and
+    ``weights(batch)``, the sampler's loss weights. ``ids(batch)`` reads the batch's ids (default: its last field)."""
 
-    def __init__(self, sampler: PruningSampler) -> None:
-        self.sampler = sampler
+    def __init__(self, sampler: PruningSampler, ids: Callable[[Any], torch.Tensor] = lambda batch: batch[-1]) -> None:
+        self.sampler, self.ids = sampler, ids
 
-    def observe(self, batch: tuple[torch.Tensor, ...], losses: torch.Tensor) -> None:
-        self.sampler.observe(batch[-1], losses)
+    def observe(self, batch: Any, losses: torch.Tensor) -> None:
+        self.sampler.observe(self.ids(batch), losses)
+
+    def weights(self, batch: Any) -> torch.Tensor:
+        return self.sampler.weights(self.ids(batch))
 
 
 class _NoScoring(PruneProbe):
@@ -147,7 +152,7 @@ class PruneArm:
         source = PrunedBatches(tensors, batch, sampler)
         if self.sb_keep is None:
             probe = _NoScoring(source, sampler, None, source.full_batches)
-            probe.loader = _SamplerObserver(sampler)  # type: ignore[assignment]
+            probe.loader = SamplerObserver(sampler)  # type: ignore[assignment]
             return source, probe
         loader = SBLoader(
             source,

@@ -39,6 +39,7 @@ from pathlib import Path
 from ._harness import append_jsonl, machine, read_jsonl
 from ._lm_arms import LMArm, repeating_arms, selection_arms
 from ._lm_data import load_corpus
+from ._lm_report import tuned
 from ._lm_run import train_run
 from ._timing import setup
 
@@ -118,18 +119,6 @@ def _mine(index: int, worker: tuple[int, int]) -> bool:
 # ------------------------------------------------------------------ tuning
 def grid_arms(batches: tuple[int, ...], lrs: tuple[float, ...]) -> list[LMArm]:
     return [LMArm(f"tune b={b} lr={lr:g}", batch=b, lr=lr) for b in batches for lr in lrs]
-
-
-def tuned(records: list[dict], regime: str) -> dict | None:
-    """The grid's best (batch, LR) for ``regime`` by final validation loss, with the grid it came from."""
-    rows = [r for r in records if r["regime"] == regime]
-    if not rows:
-        return None
-    best = min(rows, key=lambda r: r["val_loss"])
-    batches = sorted({r["config"]["batch"] for r in rows})
-    lrs = sorted({r["config"]["lr"] for r in rows})
-    config = best["config"]
-    return {"batch": config["batch"], "lr": config["lr"], "fe": best["fe"], "batches": batches, "lrs": lrs}
 
 
 def widened(best: dict) -> tuple[tuple[int, ...], tuple[float, ...]] | None:
