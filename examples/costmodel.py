@@ -46,9 +46,17 @@ class Costs:
     score: dict[int, float] = field(default_factory=dict)
     overhead: dict[str, float] = field(default_factory=dict)
 
+    SIZED = ("data", "train", "plain", "score")  # the tables keyed by batch size
+
     def as_dict(self) -> dict:
         names = ("data", "train", "plain", "score", "overhead")
         return {name: getattr(self, name) for name in names}
+
+    @classmethod
+    def from_dict(cls, table: dict) -> Costs:
+        """The inverse of :meth:`as_dict`, also after a JSON round trip (batch sizes come back as strings)."""
+        sized = {name: {int(size): float(value) for size, value in table.get(name, {}).items()} for name in cls.SIZED}
+        return cls(**sized, overhead={str(k): float(v) for k, v in table.get("overhead", {}).items()})
 
     def plain_step(self, batch: int) -> float:
         """Predicted seconds of one plain training step at ``batch``, data included: training steps timed back to

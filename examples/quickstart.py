@@ -26,7 +26,7 @@ from collections import Counter
 
 import torch
 import torch.nn.functional as F
-from costmodel import calibrate, sb_step_seconds
+from costmodel import Costs, calibrate, sb_step_seconds
 from torch.utils.data import DataLoader, TensorDataset
 
 from sbdata import LossCache, SBLoader, keep_count, with_index
@@ -105,6 +105,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--small", action="store_true", help="a seconds-long run: 2000 samples, 1 epoch")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     parser.add_argument("--json", metavar="PATH", help="also write the results, per arm, to this JSON file")
+    parser.add_argument(
+        "--costs", metavar="PATH", help="price the arms with this cost table (JSON, as --json's 'costs') instead of "
+        "calibrating: the control rows are then the same on any machine (what the tests do)"
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.small:
         args.samples, args.epochs = 2000, 1
@@ -112,7 +116,11 @@ def main(argv: list[str] | None = None) -> dict:
 
     split = load_mnist1d(args.samples)
     small = keep_count(args.keep, args.batch_size)
-    costs = calibrate_here(split, args.batch_size, args.keep, small)
+    if args.costs:
+        with open(args.costs) as file:
+            costs = Costs.from_dict(json.load(file))
+    else:
+        costs = calibrate_here(split, args.batch_size, args.keep, small)
     common = {"epochs": args.epochs, "batch_size": args.batch_size, "seed": args.seed, "progress": not args.no_progress}
     common["costs"] = costs
     results = {"baseline": train(split, keep=None, **common)}
@@ -120,13 +128,14 @@ def main(argv: list[str] | None = None) -> dict:
     results[sb_name] = train(split, keep=args.keep, **common)
     results["SB + LossCache(2)"] = train(split, keep=args.keep, cache=True, **common)
     base = results["baseline"]
-    # Controls at about the seconds each SB arm took (fewer epochs, priced by the cost model): the baseline as it
+    # Controls at about the seconds each SB arm takes as the cost model prices it (fewer epochs; the priced seconds,
+    # not the measured ones, so that a noisy clock does not choose the rows): the baseline as it
     # is, which says whether selection beat simply training less, and the baseline at the batch size SB trains on,
     # which takes as many optimizer steps per trained sample as SB and so says how much of SB's gain is merely
     # "more, smaller steps".
     per_epoch = {size: -(-len(split.x_train) // size) * costs.plain_step(size) for size in (args.batch_size, small)}
     for arm, controls in ((sb_name, ("baseline", "small")), ("SB + LossCache(2)", ("small",))):
-        seconds = results[arm]["seconds"]
+        seconds = results[arm]["predicted_seconds"]
         epochs = max(1, round(seconds / per_epoch[args.batch_size]))
         if "baseline" in controls and epochs < args.epochs:  # else SB saved no time: the baseline is its control
             results[f"baseline {epochs} epochs"] = train(split, keep=None, **{**common, "epochs": epochs})
@@ -145,7 +154,7 @@ def main(argv: list[str] | None = None) -> dict:
         )
     if args.json:
         with open(args.json, "w") as file:
-            json.dump(results, file, indent=1)
+            json.dump({**results, "costs": costs.as_dict()}, file, indent=1)
     return results
 
 
