@@ -18,6 +18,7 @@ Internal, and free to change: every module whose name starts with an underscore 
 re-exported here. See ``docs/design.md`` for the module map.
 """
 
+from ._column import KeptColumn
 from ._options import EngineOptions, LossFn, PolicyArg
 from .cache import LossCache, with_index
 from .collate import SBCollator
@@ -36,6 +37,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "EngineOptions",
+    "KeptColumn",
     "LossCache",
     "LossFn",
     "LossHistory",

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._column import KeptColumn, join_columns
 from ._sequence import (
     SEQUENCES,
     disagree,
@@ -64,8 +65,9 @@ def _holds_array(obj: Any) -> bool:
 
 
 def _is_column(obj: Any) -> bool:
-    """A non-empty list/tuple with no tensor or array inside: one field whose items are the samples."""
-    return _is_sequence(obj) and len(obj) > 0 and not _holds_array(obj)
+    """A non-empty list/tuple with no tensor or array inside, or a subset of one (a :class:`KeptColumn`): one field
+    whose items are the samples."""
+    return isinstance(obj, KeptColumn) or (_is_sequence(obj) and len(obj) > 0 and not _holds_array(obj))
 
 
 def is_batch_field(obj: Any) -> bool:
@@ -155,7 +157,8 @@ def as_tensor(value: Any, device: torch.device, path: str) -> Any:
 class Indexer:
     """Select the same samples from every field of a batch, given indices on the scoring device.
 
-    Tensor fields are indexed on their device with no host transfer. Numpy and list fields need the indices on
+    Tensor fields are indexed on their device with no host transfer. Columns (lists, tuples) become a
+    :class:`~sbdata.KeptColumn` holding the indices as they are, read on first use. Numpy fields need the indices on
     the host: they are copied once per batch, on first need (one device-to-host transfer).
     """
 
@@ -173,7 +176,9 @@ class Indexer:
             return field.index_select(0, self.index.to(field.device))
         if isinstance(field, np.ndarray):
             return field[self.host()]
-        return type(field)(field[i] for i in self.host())
+        if isinstance(field, KeptColumn):
+            return field.subset(self.index)
+        return KeptColumn(field, self.index)
 
 
 def select(batch: Any, index: torch.Tensor) -> Any:
@@ -185,7 +190,9 @@ def select(batch: Any, index: torch.Tensor) -> Any:
 
 def take(batch: Any, start: int, stop: int) -> Any:
     """Samples ``start:stop`` of every field (views for tensors and arrays)."""
-    return map_fields(batch, lambda field, _: field[start:stop])
+    return map_fields(
+        batch, lambda field, _: field.take(start, stop) if isinstance(field, KeptColumn) else field[start:stop]
+    )
 
 
 def fields(batch: Any) -> list[Any]:
@@ -220,6 +227,8 @@ def _join(parts: list[Any]) -> Any:
         return torch.cat(parts, dim=0)
     if isinstance(head, np.ndarray):
         return np.concatenate(parts, axis=0)
+    if any(isinstance(part, KeptColumn) for part in parts):
+        return join_columns(parts)
     return type(head)(item for part in parts for item in part)
 
 

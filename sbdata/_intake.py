@@ -112,9 +112,11 @@ class Intake:
         self._count(n)
 
     def end_source(self) -> None:
-        """The epoch's source ran out: report a non-finite loss whose flag is still in flight, then queue the pool's
-        short rest (unless ``drop_last``)."""
+        """The epoch's source ran out: report a non-finite loss whose flag is still in flight, apply the cache's
+        observations in flight, then queue the pool's short rest (unless ``drop_last``)."""
         self.sb_step.settle()
+        if self.sb_step.cache is not None:
+            self.sb_step.cache.settle()  # observations whose ids are still in flight: one read per epoch
         self.output.end_source()
 
     def fill(self, source: Iterator[Any]) -> bool:

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._column import KeptColumn
+
 __all__ = ["decode", "encode"]
 
 TAG = "__sbdata__"
@@ -60,6 +62,8 @@ def encode(obj: Any, path: str = "batch") -> Any:
             return {TAG: "numpy", "dtype": obj.dtype.str, "shape": list(obj.shape), "data": obj.ravel().tolist()}
         native = obj.view(np.int64) if obj.dtype.kind in "Mm" else obj.astype(obj.dtype.newbyteorder("="), copy=False)
         return {TAG: "numpy", "dtype": obj.dtype.str, "data": torch.from_numpy(native.copy(order="C"))}
+    if isinstance(obj, KeptColumn):  # kept as it is, unread: the source column and the indices on the device
+        return {TAG: "kept", "source": encode(obj.source, f"{path}.source"), "index": obj.positions}
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
         items = [encode(v, f"{path}.{name}") for name, v in zip(obj._fields, obj, strict=True)]
         return {TAG: "namedtuple", "type": _type_name(type(obj)), "items": items}
@@ -101,6 +105,8 @@ def decode(obj: Any) -> Any:
         if obj.get("shape") is None:
             return np.array(data, dtype=dtype)[()]
         return np.array(data, dtype=dtype).reshape(obj["shape"])
+    if kind == "kept":
+        return KeptColumn(decode(obj["source"]), obj["index"])
     if kind == "namedtuple":
         cls = _resolve(obj["type"], "namedtuple")
         return cls(*[decode(value) for value in obj["items"]])

@@ -2,23 +2,28 @@
 
 A table holds per-sample losses on the scoring device and, on the host, when each was measured; it knows its ids
 (checks them, finds their entries, marks them scored) but nothing of staleness or buckets, which the cache decides
-the same way for both layouts. Ids handed to ``observe`` on the device land on the host asynchronously
-(:class:`~sbdata._hostcopy.HostCopy`); :meth:`LossTable.land` applies those that have arrived.
+the same way for both layouts. Ids handed to ``observe`` on the device (a tensor, or a :class:`~sbdata.KeptColumn`)
+reach the host in groups (``_inflight.py``): no copy per call; :meth:`LossTable.land` applies those that have
+arrived, and all of them when the cache settles (the epoch's end, ``state_dict``).
 
 An observed loss restamps its samples (``restamp``, the cache's ``refresh="observed"``) or only replaces their
-values (stamping those never measured). Either way no recorded time is later than its value's: the bound holds.
+values (stamping those never measured). Either way no recorded time is later than its value's: the bound holds; and
+in either layout and mode an observation that lands after a later scoring of the same sample leaves that newer
+value and its time in place.
 """
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict, deque
+from collections import Counter, OrderedDict
 from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 import torch
 
-from ._hostcopy import HostCopy, upload
+from ._column import KeptColumn
+from ._hostcopy import upload
+from ._inflight import InFlight, Observation
 
 __all__ = ["DenseTable", "KeyedTable", "LossTable"]
 
@@ -34,14 +39,13 @@ class LossTable(Generic[HostIds]):
     Attributes:
         loss: ``(entries,)`` float32 losses on :attr:`device` (an entry never measured holds a meaningless value).
         device: the scoring device (the CPU until :meth:`bind`).
-        pending: observed ids on their way to the host: ``(copy, now, losses, restamp)``, ``losses`` for the keyed
-            layout.
+        in_flight: observed ids on their way to the host (:class:`~sbdata._inflight.InFlight`).
     """
 
     def __init__(self, entries: int) -> None:
         self.device = torch.device("cpu")
         self.loss = torch.zeros(entries, dtype=torch.float32)
-        self.pending: deque[tuple[HostCopy, int, torch.Tensor | None, bool]] = deque()
+        self.in_flight = InFlight()
 
     def bind(self, device: torch.device) -> None:
         """Move the losses to the scoring device."""
@@ -50,14 +54,21 @@ class LossTable(Generic[HostIds]):
 
     def land(self, wait: bool) -> None:
         """Apply observed ids that have reached the host (all of them with ``wait``, a synchronisation)."""
-        while self.pending and (wait or self.pending[0][0].ready()):
-            copy, now, losses, restamp = self.pending.popleft()
-            self._landed(copy.value(), now, losses, restamp)
+        for ids, observation in self.in_flight.landed(wait):
+            if observation.losses is None:  # written on the device already: the times alone
+                self._landed(ids, observation.now, observation.restamp)
+            else:
+                self.observe_host(self.host_ids(ids), observation.losses, observation.now, observation.restamp)
+
+    def observe_kept(self, column: KeptColumn, losses: torch.Tensor, now: int, restamp: bool) -> None:
+        """Record float32 ``losses`` for the ids in a column kept by the SB step (its indices still on the device):
+        written once the indices have reached the host, nothing read now."""
+        self.in_flight.add(Observation(column.positions, now, losses.clone(), restamp, column.source))
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the losses and the layout's times from a :class:`~sbdata.LossCache` state (shape checked)."""
         self.loss = state["loss"].to(self.device, torch.float32).clone()
-        self.pending.clear()
+        self.in_flight.clear()
         self._load_times(state)
 
     # ----------------------------------------------------------------- the layout's own
@@ -84,10 +95,12 @@ class LossTable(Generic[HostIds]):
         raise NotImplementedError
 
     def observe_host(self, ids: HostIds, losses: torch.Tensor, now: int, restamp: bool) -> None:
-        """Record float32 ``losses`` on the device for checked host ``ids`` (``restamp``: as :meth:`observe_device`)."""
+        """Record float32 ``losses`` on the device for checked host ``ids`` (``restamp``: as :meth:`observe_device`),
+        except where a sample was measured after ``now`` (an observation landing late): that value stays."""
         raise NotImplementedError
 
-    def _landed(self, ids: np.ndarray, now: int, losses: torch.Tensor | None, restamp: bool) -> None:
+    def _landed(self, ids: Any, now: int, restamp: bool) -> None:
+        """Apply the times of observed ids whose losses were written on the device when observed."""
         raise NotImplementedError
 
     def known(self) -> int:
@@ -143,13 +156,16 @@ class DenseTable(LossTable[np.ndarray]):
     def observe_device(self, ids: torch.Tensor, losses: torch.Tensor, now: int, restamp: bool) -> None:
         index = ids.to(self.device).long()
         self.loss.index_copy_(0, index, losses)  # in stream order: a later scoring's store overwrites it
-        self.pending.append((HostCopy(index), now, None, restamp))
+        self.in_flight.add(Observation(index, now, None, restamp, None))
 
     def observe_host(self, ids: np.ndarray, losses: torch.Tensor, now: int, restamp: bool) -> None:
+        newer = np.flatnonzero(self.when[ids] <= now)
+        if newer.size < ids.size:  # measured since: those values stay
+            ids, losses = ids[newer], losses.index_select(0, upload(newer, self.device))
         self.loss.index_copy_(0, upload(ids, self.device), losses)
         self._raise_times(ids, now, restamp)
 
-    def _landed(self, ids: np.ndarray, now: int, losses: torch.Tensor | None, restamp: bool) -> None:
+    def _landed(self, ids: Any, now: int, restamp: bool) -> None:
         self._raise_times(self.host_ids(ids), now, restamp)
 
     def _raise_times(self, ids: np.ndarray, now: int, restamp: bool) -> None:
@@ -211,28 +227,21 @@ class KeyedTable(LossTable[list[Hashable]]):
             self.slots[key][1] = now
 
     def observe_device(self, ids: torch.Tensor, losses: torch.Tensor, now: int, restamp: bool) -> None:
-        self.pending.append((HostCopy(ids), now, losses.clone(), restamp))
+        self.in_flight.add(Observation(ids, now, losses.clone(), restamp, None))
 
     def observe_host(self, ids: list[Hashable], losses: torch.Tensor, now: int, restamp: bool) -> None:
         if len(ids) > self.capacity:
             raise ValueError(f"{len(ids)} observed ids do not fit a LossCache of capacity {self.capacity}")
         slots = self._slots_for(ids)
-        if restamp:
-            self.loss.index_copy_(0, upload(slots, self.device), losses)
-            self.stamp(ids, now)
-            return
-        # Keep the scoring time. A loss that landed late may be older than a scoring since: that one stays, else
-        # a value older than its recorded time would be used.
+        # A loss that landed late may be older than a scoring since: that one stays (value and time), else a value
+        # older than its recorded time would be used.
         measured = [self.slots[key][1] for key in ids]
         newer = [i for i, time in enumerate(measured) if time <= now]  # never measured (-1) included
         if len(newer) < len(ids):
             losses, slots = losses.index_select(0, upload(newer, self.device)), [slots[i] for i in newer]
         self.loss.index_copy_(0, upload(slots, self.device), losses)
-        self.stamp([key for key, time in zip(ids, measured, strict=True) if time < 0], now)
-
-    def _landed(self, ids: np.ndarray, now: int, losses: torch.Tensor | None, restamp: bool) -> None:
-        if losses is not None:  # always, for this layout
-            self.observe_host(self.host_ids(ids), losses, now, restamp)
+        # restamp: the observed samples count as measured now; else only those never measured are stamped
+        self.stamp([ids[i] for i in newer if restamp or measured[i] < 0], now)
 
     def _slots_for(self, ids: list[Hashable]) -> list[int]:
         """The slots of ``ids`` (at most ``capacity``), making room for new ones by evicting the least recently seen

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._column import KeptColumn
 from ._hostcopy import upload
 from ._indexed import IndexedDataset, with_index
 from ._tables import DenseTable, KeyedTable, LossTable
@@ -68,9 +69,13 @@ class LossCache:
 
     Either way the host knows which samples are stale from the ids alone (read before the batch moves to the
     device), so a lookup never waits for the device: it gathers the cached losses and says which positions to
-    score, a bucket of the stalest (:func:`bucket_size`). Losses handed to ``observe`` are written on the device at
-    once; their ids reach the host's times asynchronously (:class:`~sbdata._hostcopy.HostCopy`), so an observed
-    sample looked up again before its ids have landed (a few steps) is scored rather than reused.
+    score, a bucket of the stalest (:func:`bucket_size`). ``observe`` never waits either: ids that are on the device
+    (the yielded batch's id tensor, or a :class:`~sbdata.KeptColumn` of keys) reach the host in groups of 64
+    observations, and all of them at the end of each epoch, in ``state_dict`` and when the cache is asked what it
+    holds (one synchronisation per epoch; ``_inflight.py``). Dense losses are written on the device at once; keyed
+    ones, and the times, once their ids have landed. An observed sample looked up again before that (in the same
+    epoch, e.g. with ``unit="step"``) is scored rather than reused; a late observation never replaces a loss scored
+    after it.
 
     A cached loss is fresh while ``now - measured <= staleness``, counted in epochs or in loader batches (``unit``).
     Losses enter the cache when a sample is scored, and through ``observe`` (the losses the training step computed
@@ -207,31 +212,61 @@ class LossCache:
         """
         losses = losses.detach().to(self._table.device, torch.float32)
         restamps = self.refresh == "observed" if restamp is None else restamp
-        if isinstance(ids, torch.Tensor):
+        if isinstance(ids, KeptColumn) and not ids.resolved:  # kept keys: indices on the device, nothing read now
+            self._table.observe_kept(ids, losses, now, restamps)
+        elif isinstance(ids, KeptColumn):
+            self._table.observe_host(self._table.host_ids(ids.values()), losses, now, restamps)
+        elif isinstance(ids, torch.Tensor):
             self._table.observe_device(ids, losses, now, restamps)
         else:
             self._table.observe_host(self._table.host_ids(ids), losses, now, restamps)
 
+    def settle(self) -> None:
+        """Apply every observation still on its way to the host (one synchronisation; the engine calls this at the
+        end of each epoch)."""
+        self._table.land(wait=True)
+
     # ----------------------------------------------------------------- state
+    @property
+    def layout(self) -> str:
+        """``"dense size=N"`` or ``"keyed capacity=C"``."""
+        return f"dense size={self.size}" if self.dense else f"keyed capacity={self.capacity}"
+
     def state_dict(self) -> dict[str, Any]:
+        """Losses, times and the configuration they mean something under (layout, ``staleness``, ``unit``,
+        ``refresh``), after applying every observation in flight; loads with ``torch.load(..., weights_only=True)``."""
         self._table.land(wait=True)
         return {
             "loss": self._table.loss.clone(),
             "largest": self._largest,
+            "layout": self.layout,
+            "staleness": self.staleness,
+            "unit": self.unit,
             "refresh": self.refresh,
             **self._table.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict`.
+
+        Raises:
+            ValueError: if the state was saved with another layout, ``staleness``, ``unit`` or ``refresh``, naming
+                both values (states saved before a setting was recorded skip its check; their ``refresh`` was
+                ``"observed"``).
+        """
+        saved = {"layout": state.get("layout"), "staleness": state.get("staleness"), "unit": state.get("unit")}
+        saved["refresh"] = state.get("refresh", "observed")
+        for name, value in saved.items():
+            mine = getattr(self, name)
+            if value is not None and value != mine:
+                raise ValueError(
+                    f"saved cache has {name}={value!r} but this one has {name}={mine!r}: build the LossCache with "
+                    f"{name}={value!r} to resume (a cache's times only mean something under the settings they were "
+                    "recorded with)"
+                )
         shape = self._table.loss.shape
         if state["loss"].shape != shape:
             raise ValueError(f"saved cache has {state['loss'].shape[0]} entries but this one has {shape[0]}")
-        saved = state.get("refresh", "observed")  # states from before the option: observed losses restamped
-        if saved != self.refresh:
-            raise ValueError(
-                f"saved cache has refresh={saved!r} but this one has refresh={self.refresh!r}: build the LossCache "
-                f"with refresh={saved!r} to resume"
-            )
         self._table.load_state_dict(state)
         self._largest = int(state.get("largest", 0))
 

@@ -161,6 +161,8 @@ class SelectionEngine:
         self._intake.device_checked = False
         self._clock.begin_epoch()
         self.output.clear()
+        if self.cache is not None:
+            self.cache.settle()  # what the last pass's outputs observed after its end (a pooled rest): once per epoch
         if self._lockstep is not None:
             self._lockstep.begin_epoch()
         elif not self._built_in_job and joined_late():

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sbdata import KeptColumn
+
 
 class OracleModel(nn.Module):
     """A model whose cross-entropy loss on sample ``i`` (target 0) is exactly ``table[i]``.
@@ -63,7 +65,10 @@ def ce(outputs: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") ->
 def assert_batches_equal(a: Any, b: Any, path: str = "batch") -> None:
     """Exact, recursive equality of two batch structures (types, shapes, dtypes, values)."""
     assert type(a) is type(b), f"{path}: {type(a).__name__} != {type(b).__name__}"
-    if isinstance(a, torch.Tensor):
+    if isinstance(a, KeptColumn):  # the same kept items, and from the same kind of column
+        assert type(a.source) is type(b.source), f"{path}: kept from {type(a.source)} != {type(b.source)}"
+        assert_batches_equal(a.values(), b.values(), path)
+    elif isinstance(a, torch.Tensor):
         assert a.shape == b.shape and a.dtype == b.dtype, f"{path}: {a.shape}/{a.dtype} != {b.shape}/{b.dtype}"
         assert torch.equal(a, b), f"{path}: values differ"
     elif isinstance(a, np.ndarray):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from sbdata import _batch
+from sbdata import KeptColumn, _batch
 
 Pair = namedtuple("Pair", ["x", "y"])
 
@@ -123,7 +123,10 @@ def test_a_list_without_tensors_is_one_column_subset_as_a_whole(name):
     batch = (torch.arange(4), torch.arange(4) * 10, column)
     assert _batch.batch_size(batch) == 4
     out = _batch.select(batch, torch.tensor([1, 3]))
-    assert out[0].tolist() == [1, 3] and type(out[2]) is type(column)
+    # a KeptColumn: the kept items, read from the column's own type once the device indices are needed
+    assert out[0].tolist() == [1, 3] and isinstance(out[2], KeptColumn) and not out[2].resolved
+    assert len(out[2]) == 2 and not out[2].resolved  # the length is known without reading the indices
+    assert type(out[2].values()) is type(column) and out[2].resolved
     assert list(out[2]) == [column[1], column[3]]  # whole items, never cut inside
     joined = _batch.concat([_batch.take(batch, 0, 1), _batch.take(batch, 1, 4)])
     assert list(joined[2]) == list(column) and joined[0].tolist() == [0, 1, 2, 3]

@@ -1,4 +1,5 @@
 import io
+import re
 
 import pytest
 import torch
@@ -47,6 +48,7 @@ def test_observed_losses_skip_scoring_and_drive_selection(refresh):
     assert ids_of(next(outputs)) == [1, 5]
     # The training step computed losses for samples 8-11 (here: made up, so that 8 and 9 look hardest).
     sb.observe(indexed(range(8, 12)), torch.tensor([9.0, 8.0, 0.0, 0.0]))
+    cache.settle()  # device ids land when the cache settles (each epoch's end and start); here, at once
     assert ids_of(next(outputs)) == [8, 9]
     assert model.calls == [8, 4]  # only 12-15 were scored
 
@@ -189,6 +191,7 @@ def test_observe_reaches_the_cache_through_the_node_and_the_stage():
             outputs = front(BATCHES)
         assert ids_of(next(outputs)) == [1, 5]
         front.observe(indexed(range(8, 12)), torch.tensor([9.0, 8.0, 0.0, 0.0]))
+        options["cache"].settle()  # device ids land when the cache settles; here, at once
         assert ids_of(next(outputs)) == [8, 9], build
         assert model.calls == [8, 4], build
 
@@ -256,6 +259,7 @@ def _scripted(cache, ids, observe_ids, steps):
     for now in range(steps):
         if now == 1:
             cache.observe(observe_ids, torch.tensor([7.0, 8.0]), 1)
+            cache.settle()  # device ids are in flight until the cache settles (the epoch's end); host ids land now
         known = cache.lookup(ids, now)
         positions = known.positions.tolist()
         fresh = torch.tensor([100.0 * now + p for p in positions])
@@ -290,6 +294,7 @@ def test_refresh_decides_whether_an_observed_loss_resets_a_samples_age(layout, d
 def test_a_first_observation_stamps_a_sample_never_measured(layout, refresh):
     cache = LossCache(staleness=1, refresh=refresh, **layout)
     cache.observe(torch.tensor([0, 1]), torch.tensor([7.0, 8.0]), 0)  # never looked up: measured at 0 in either mode
+    cache.settle()
     known = cache.lookup([0, 1, 2, 3], 1)
     assert known.positions.tolist() == [2, 3] and known.losses[:2].tolist() == [7.0, 8.0]
     cache.store(known, torch.tensor([5.0, 6.0]), 1)
@@ -298,22 +303,31 @@ def test_a_first_observation_stamps_a_sample_never_measured(layout, refresh):
 
 @pytest.mark.parametrize("layout", [{"size": 4}, {"capacity": 4}], ids=["dense", "keyed"])
 @pytest.mark.parametrize("refresh", REFRESH)
-def test_an_observation_landing_after_a_later_scoring_never_passes_for_fresher(layout, refresh, monkeypatch):
-    from sbdata._hostcopy import HostCopy
+@pytest.mark.parametrize("ids", ["tensor", "kept-column"])
+def test_an_observation_landing_after_a_later_scoring_never_passes_for_fresher(layout, refresh, ids):
+    from sbdata import KeptColumn
 
     cache = LossCache(staleness=1, refresh=refresh, **layout)
     cache.store(cache.lookup([1], 0), torch.tensor([1.0]), 0)
-    cache.observe(torch.tensor([1]), torch.tensor([9.0]), 1)  # its ids are still on their way to the host ...
-    with monkeypatch.context() as patch:
-        patch.setattr(HostCopy, "ready", lambda self: False)
-        known = cache.lookup([1], 3)  # ... when the sample falls due (measured at 0) and is scored again
-        assert known.count == 1
-        cache.store(known, torch.tensor([3.0]), 3)
-    known = cache.lookup([1], 4)  # the observation (made at 1) lands now
-    if refresh == "scored":  # the scoring at 3 keeps its time and its value: the older observation is dropped
-        assert known.count == 0 and known.losses.tolist() == [3.0]
-    else:  # either rescored, or the value used is the one scored at 3: never 9.0 (3 old) stamped as 1 old
-        assert known.count == 1 or known.losses.tolist() == [3.0]
+    observed = torch.tensor([1]) if ids == "tensor" else KeptColumn([0, 1, 2], torch.tensor([1]))
+    cache.observe(observed, torch.tensor([9.0]), 1)  # its ids stay on the device until the cache settles ...
+    known = cache.lookup([1], 3)  # ... so when the sample falls due (measured at 0), it is scored again
+    assert known.count == 1
+    cache.store(known, torch.tensor([3.0]), 3)
+    cache.settle()  # the observation (made at 1) lands now, after the scoring at 3: in every layout and mode, the
+    known = cache.lookup([1], 4)  # value scored at 3 keeps its value and its time (1 old at 4: fresh)
+    assert known.count == 0 and known.losses.tolist() == [3.0]
+
+
+def test_observations_travel_to_the_host_in_groups_and_all_of_them_when_the_cache_settles():
+    from sbdata._inflight import GROUP
+
+    cache = LossCache(staleness=0, size=GROUP + 8)
+    for i in range(GROUP + 3):
+        cache.observe(torch.tensor([i]), torch.tensor([float(i)]), 0)
+    assert cache.lookup([0], 0).count == 0  # the first GROUP landed together (a CPU copy is ready at once)
+    assert cache.lookup([GROUP], 0).count == 1  # the next 3 are still in flight: scored
+    assert len(cache) == GROUP + 3  # asking what the cache holds settles it
 
 
 def test_refresh_is_part_of_the_state():
@@ -390,3 +404,33 @@ def test_observing_runs_resume_exactly_in_either_refresh(batch_size):
             list(run)
         scored[refresh] = run.sb.stats.samples_scored
     assert scored["observed"] < scored["scored"]  # the modes did differ here
+
+
+@pytest.mark.parametrize(
+    ("saved", "loading", "named"),
+    [
+        ({"staleness": 2, "size": 8}, {"staleness": 1, "size": 8}, "staleness=2"),
+        ({"unit": "step", "size": 8}, {"unit": "epoch", "size": 8}, "unit='step'"),
+        ({"size": 8}, {"capacity": 8}, "layout='dense size=8'"),
+        ({"capacity": 8}, {"capacity": 6}, "layout='keyed capacity=8'"),
+        ({"size": 8, "refresh": "scored"}, {"size": 8}, "refresh='scored'"),
+    ],
+)
+def test_a_cache_state_carries_its_configuration_and_refuses_another(saved, loading, named):
+    cache = LossCache(**saved)
+    state = roundtrip(cache.state_dict())  # weights_only=True
+    assert {state["staleness"], state["unit"], state["layout"]} == {cache.staleness, cache.unit, cache.layout}
+    other = LossCache(**loading)
+    with pytest.raises(ValueError, match=f"saved cache has {re.escape(named)} but this one has") as error:
+        other.load_state_dict(state)
+    assert "build the LossCache with" in str(error.value)
+    LossCache(**saved).load_state_dict(state)  # the same configuration loads
+
+
+def test_a_cache_state_from_before_the_configuration_was_saved_still_loads():
+    cache = LossCache(staleness=1, size=4)
+    cache.store(cache.lookup([0, 1], 0), torch.tensor([5.0, 6.0]), 0)
+    state = {k: v for k, v in cache.state_dict().items() if k not in ("layout", "staleness", "unit")}
+    fresh = LossCache(staleness=1, size=4)
+    fresh.load_state_dict(state)
+    assert fresh.lookup([0, 1], 1).count == 0 and 0 in fresh

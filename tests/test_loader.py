@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from sbdata import LossCache, LossHistory, PruningSampler, SBLoader, Schedule, with_index
+from sbdata import KeptColumn, LossCache, LossHistory, PruningSampler, SBLoader, Schedule, with_index
 from tests.helpers import (
     OracleModel,
     ce,
@@ -49,7 +49,7 @@ def flat_view(form: str, out):
         assert isinstance(out, Sample)
         return ids_of(out), [[int(k[1:]) for k in out.key]]
     (x, extra), _y = out
-    assert isinstance(extra["keys"], tuple)
+    assert isinstance(extra["keys"], KeptColumn) and type(extra["keys"].values()) is tuple
     return ids_of((x,)), [extra["ids"].tolist(), [int(k[1:]) for k in extra["keys"]]]
 
 

@@ -5,7 +5,9 @@ on the host (``item``, ``tolist``, ``bool()``, ``int()``, ``float()``, ``cpu()``
 whose output size depends on the data (``nonzero``, ``masked_select``, ``unique``, boolean-mask indexing). A call
 counts when sbdata's own code makes it on a tensor other than the loader's batch before it moves to the device (the
 ids the engine reads on the host), except in ``sbdata/_hostcopy.py``, whose reads are of pinned copies whose CUDA
-event has completed. On a GPU, ``torch.cuda.set_sync_debug_mode("error")`` checks the same for real.
+event has completed. Each such copy (a ``HostCopy``) counts too, except the non-finite check's (one per 8 SB steps,
+``sbdata/_finite.py``): ``observe`` must not copy per call. On a GPU, ``torch.cuda.set_sync_debug_mode("error")``
+checks the same for real.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from sbdata import LossCache, SBLoader
+from sbdata import LossCache, SBLoader, _hostcopy
 from tests.helpers import OracleModel, ce
 
 SBDATA = str(Path(__file__).resolve().parent.parent / "sbdata")
 EXEMPT = (str(Path(SBDATA) / "_hostcopy.py"),)
+COPIES_ALLOWED = (str(Path(SBDATA) / "_finite.py"),)  # the non-finite flag: one non-blocking copy per 8 SB steps
 READS = ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "cpu", "numpy", "nonzero", "unique")
 DATA_SIZED = ((torch, "nonzero"), (torch, "masked_select"), (torch, "unique"), (torch.Tensor, "masked_select"))
 
@@ -65,6 +68,15 @@ class SyncCounter:
 
         for name in READS:
             wrap(torch.Tensor, name)
+        host_copy = _hostcopy.HostCopy.__init__
+
+        def copied(copy, tensor):
+            name = _caller()
+            if name.startswith(SBDATA) and name not in COPIES_ALLOWED:
+                counter.calls.append(f"device-to-host copy from {Path(name).name}")
+            host_copy(copy, tensor)
+
+        patcher.setattr(_hostcopy.HostCopy, "__init__", copied)
         for owner, name in DATA_SIZED:
             wrap(owner, name)
         getitem, setitem = torch.Tensor.__getitem__, torch.Tensor.__setitem__
@@ -101,7 +113,8 @@ def batches(epoch: int) -> list[dict]:
     for start in range(0, 61, 16):
         ids = order[start : start + 16]
         x = torch.stack([ids.float(), torch.zeros(len(ids))], dim=1)
-        out.append({"input": x, "target": torch.zeros(len(ids), dtype=torch.long), "index": ids})
+        keys = [f"sample-{i:03d}" for i in ids.tolist()]  # WebDataset-style string keys, a host column
+        out.append({"input": x, "target": torch.zeros(len(ids), dtype=torch.long), "index": ids, "__key__": keys})
     return out
 
 
@@ -120,6 +133,10 @@ CONFIGS = [
     pytest.param({"cache": "keyed", "observe": True, "refresh": "scored"}, id="keyed-cache-observe-scored"),
     pytest.param({"cache": "dense", "observe": True, "policy": "rank", "batch_size": 8}, id="dense-rank-pooled"),
     pytest.param({"cache": "dense", "observe": True, "unit": "step"}, id="dense-step-observe"),
+    # keyed by the string keys: the yielded batch's key column is a KeptColumn, passed back to observe unread
+    pytest.param({"cache": "keyed-strings", "observe": True}, id="keyed-strings-observe"),
+    pytest.param({"cache": "keyed-strings", "observe": True, "refresh": "scored"}, id="keyed-strings-observe-scored"),
+    pytest.param({"cache": "keyed-strings", "observe": True, "batch_size": 8}, id="keyed-strings-pooled"),
 ]
 
 
@@ -130,26 +147,34 @@ def test_no_sync_per_sb_step(config):
     refresh = config.pop("refresh", "observed")
     if layout is not None:
         sizes = {"size": 61} if layout == "dense" else {"capacity": 61}
-        config.update(cache=LossCache(staleness=1, unit=unit, refresh=refresh, **sizes), id_key="index")
+        id_key = "__key__" if layout == "keyed-strings" else "index"
+        config.update(cache=LossCache(staleness=1, unit=unit, refresh=refresh, **sizes), id_key=id_key)
     model = OracleModel(LOSSES)
     counter = SyncCounter()
     epochs = [batches(e) for e in range(4)]
     for epoch in epochs:
         for batch in epoch:
-            counter.host.update((id(v), v) for v in batch.values())
+            counter.host.update((id(v), v) for v in batch.values() if isinstance(v, torch.Tensor))
     sb = SBLoader([], model, ce, keep=0.5, generator=1, **config)
     steps = 0
     for epoch in epochs:
         sb.loader = epoch
+        outputs = iter(sb)  # a pass's start may settle what the last one left in flight: once per epoch
         with counter.active():
-            outputs = iter(sb)
+            ended = False  # whether the source has run out: the epoch's end may read what is in flight, once
             while True:
                 try:
                     out = next(outputs)
-                except StopIteration:  # the epoch's end may read what is still in flight: allowed, once
+                except StopIteration:
+                    out = None
+                if not ended and (out is None or sb.engine.source_ended):
+                    ended = True  # this call ran the source out (it may still hand on a pooled rest)
+                    assert len(counter.calls) <= 1, counter.calls  # one copy of the observed ids, at most
+                    counter.calls.clear()
+                if out is None:
                     break
                 batch = out[0] if isinstance(out, tuple) else out
-                if observe:
+                if observe:  # as the README shows: the yielded batch, ids and all, with the training losses
                     sb.observe(batch, ce(model(batch["input"]), batch["target"], reduction="none"))
                 steps += 1
                 assert counter.calls == [], f"step {steps}: {counter.calls}"
@@ -173,11 +198,16 @@ def test_variable_count_policies_do_sync_and_the_counter_sees_it():
 def test_no_sync_on_cuda():  # pragma: no cover - runs where a GPU is lent
     device = torch.device("cuda")
     model = OracleModel(LOSSES).to(device)
-    for layout in (None, {"size": 61}, {"capacity": 61}, {"size": 61, "refresh": "scored"}):
-        cached = {} if layout is None else {"cache": LossCache(staleness=1, **layout), "id_key": "index"}
+    layouts = (None, {"size": 61}, {"capacity": 61}, {"size": 61, "refresh": "scored"}, {"capacity": 61, "key": 1})
+    for layout in layouts:
+        layout = None if layout is None else dict(layout)
+        id_key = "__key__" if layout is not None and layout.pop("key", None) else "index"
+        cached = {} if layout is None else {"cache": LossCache(staleness=1, **layout), "id_key": id_key}
         sb = SBLoader([], model, ce, keep=0.5, **cached)
         for e in range(3):
-            sb.loader = [{k: v.pin_memory() for k, v in b.items()} for b in batches(e)]
+            sb.loader = [
+                {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in b.items()} for b in batches(e)
+            ]
             outputs = iter(sb)
             torch.cuda.synchronize()
             torch.cuda.set_sync_debug_mode("error")
