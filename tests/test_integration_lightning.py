@@ -56,7 +56,7 @@ def test_one_process_resumes_exactly_mid_epoch_and_at_an_epoch_end(tmp_path):
 
 @pytest.mark.slow
 def test_two_process_ddp_shards_reshuffles_and_resumes_per_rank(tmp_path):
-    run_job([JOB, "--out", str(tmp_path), "--devices", "2"], timeout=240)
+    run_job([JOB, "--out", str(tmp_path), "--devices", "2"], timeout=600)
     ranks = reports(tmp_path, "full", 2)
     for report in ranks:
         assert report["world"] == 2 and report["seen"] == 64  # each rank reads half the data per epoch

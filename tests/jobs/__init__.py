@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 JOBS = Path(__file__).resolve().parent
 
 
-def run_job(args: list[str], timeout: float = 180, nproc: int = 1, env: dict[str, str] | None = None) -> str:
+def run_job(args: list[str], timeout: float = 600, nproc: int = 1, env: dict[str, str] | None = None) -> str:
     """Run ``python args`` (under ``torchrun --nproc_per_node=nproc`` when ``nproc > 1``) from the repository root.
 
     The job runs in its own process group, killed whole on a hang. Returns its output; raises AssertionError with
