@@ -116,7 +116,7 @@ class LMArm:
         """(the iterable of training batches, its source, the object whose ``observe`` takes the step's losses)."""
         if self.prune is not None:
             cache = LossCache(staleness=1, size=len(chunks))
-            sampler = PruningSampler(len(chunks), cache, epochs=epochs, prune=0.5, policy=self.prune, seed=seed)
+            sampler = PruningSampler(len(chunks), cache, epochs=epochs, prune=0.5, rule=self.prune, seed=seed)
             source = SequenceBatches(chunks, batch, seed, sampler)
             return source, source, SamplerObserver(sampler, ids=lambda batch: batch["ids"])
         if self.policy is None:

@@ -9,9 +9,8 @@ from typing import Any
 from . import _plots
 from ._arms import Arm
 from ._harness import RECIPES, read_jsonl
+from ._pricing import step_kind, suite_arm_seconds
 from ._report import at_cost, budget_curve, group, mean, paired_gap, reach, sd, summarise
-from ._suites import priced_seconds
-from .throughput import step_kind
 
 CONTROLS = ("baseline-small-batch", "random", "random-fixed")
 
@@ -136,7 +135,7 @@ def add_priced_seconds(summary: dict[str, Any], records: list[dict[str, Any]], t
     train, batch = int(0.8 * samples), RECIPES[family]["batch"]
     priced = {}
     for name, row in summary["arms"].items():
-        per_epoch, upfront = priced_seconds(Arm(name, **row["config"]), timing, train, batch)
+        per_epoch, upfront = suite_arm_seconds(Arm(name, **row["config"]), timing, train, batch)
         epochs, _ = reach([(b["epochs"], b["accuracy_mean"]) for b in row["budgets"]], summary["target_accuracy"])
         priced[name] = (per_epoch, upfront, None if epochs is None else epochs * per_epoch + upfront)
     base_per_epoch, base_upfront, _ = priced[summary["reference"]]

@@ -147,7 +147,7 @@ class PruneArm:
         tensors = (*tensors, torch.arange(n))
         cache = LossCache(staleness=self.staleness, size=n)
         sampler = PruningSampler(
-            n, cache, epochs=epochs, prune=self.prune or 0.0, policy=self.rule, anneal=self.anneal, seed=seed
+            n, cache, epochs=epochs, prune=self.prune or 0.0, rule=self.rule, anneal=self.anneal, seed=seed
         )
         source = PrunedBatches(tensors, batch, sampler)
         if self.sb_keep is None:

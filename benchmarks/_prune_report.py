@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ._prune_timing import priced_seconds
+from ._pricing import pruning_run_seconds
 from ._report import at_cost, group, mean, reach, sd
 
 EQUAL = (0.6, 0.72)  # seconds, as a share of the tuned baseline's, where accuracies are compared
@@ -43,7 +43,7 @@ def summarise(records: list[dict], timing_: dict[str, Any], name: str, n: int, r
     """Every number of the suite's table (fractions, not percent)."""
     steps = timing_["families"][records[0]["family"]]
     for r in records:
-        r["priced_seconds"] = priced_seconds(r, timing_, n)
+        r["priced_seconds"] = pruning_run_seconds(r, timing_, n)
     arms = group(records)
     tuned = arms["baseline-tuned"][reference]
     target, spread = mean([r["accuracy"] for r in tuned]), sd([r["accuracy"] for r in tuned])

@@ -12,7 +12,6 @@ interpolated between the all-reused and the all-scored SBLoader step by its meas
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import time
 from pathlib import Path
@@ -124,19 +123,3 @@ def timing(out: Path, tuned: dict[str, list[int]], lrs: dict[str, float], smoke:
     out.mkdir(parents=True, exist_ok=True)
     (out / "prune-timing.json").write_text(json.dumps(result, indent=2))
     return result
-
-
-def priced_seconds(record: dict[str, Any], timing_: dict[str, Any], n: int) -> float:
-    """The run's seconds from the interleaved step times (see the module docstring)."""
-    cfg = record["config"]
-    b = cfg["batch"]
-    steps = timing_["families"][record["family"]]
-    loaded = record.get("samples_loaded") or [n] * record["epochs"]
-    batches = sum(math.ceil(count / b) for count in loaded)
-    decisions = sum(record.get("decision_seconds") or [])
-    if cfg.get("sb_keep") is None:
-        kind = f"prune b={b}" if cfg.get("prune") else f"plain b={b}"
-        return batches * steps[kind]["seconds_per_step"] + decisions
-    scored = record["samples_scored"] / max(1, sum(loaded))
-    reuse, stale = steps[f"sb-reuse b={b}"]["seconds_per_step"], steps[f"sb-stale b={b}"]["seconds_per_step"]
-    return batches * (reuse + scored * (stale - reuse)) + decisions

@@ -178,25 +178,3 @@ def smoke(suite: Suite) -> Suite:
         arms += [a for a in suite.arms if a.policy is not None][:2]
     arms = [replace(a, il_epochs=1) for a in arms]
     return Suite(suite.name, 2000, suite.family, 2, arms, noise=suite.noise, seeds=(0,), fractions=(0.5, 1.0))
-
-
-def priced_seconds(arm: Arm, timing: dict[str, dict], train_samples: int, batch: int) -> tuple[float, float]:
-    """(seconds per epoch, seconds up front) of ``arm`` from interleaved per-loader-batch timings (``throughput.py``).
-
-    An epoch mixes plain steps at batch B and the arm's selection steps in the share its schedule gives; the
-    reducible arm trains on the data left after its hold-out and first trains its irreducible model plainly.
-    """
-    from .throughput import step_kind
-
-    plain = timing["plain batch B"]["seconds_per_loader_batch"]
-    kind = timing[step_kind(arm)]
-    if arm.policy is None:
-        return -(-train_samples // kind["loader_batch"]) * kind["seconds_per_loader_batch"], 0.0
-    upfront = 0.0
-    if arm.policy == "reducible":
-        held = int(arm.holdout * train_samples)
-        upfront = arm.il_epochs * -(-held // batch) * plain
-        train_samples -= held
-    share = selecting(arm)
-    per_batch = (1 - share) * plain + share * kind["seconds_per_loader_batch"]
-    return -(-train_samples // batch) * per_batch, upfront

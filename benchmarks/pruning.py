@@ -30,8 +30,8 @@ import torch
 from benchmarks import _prune_loading, _prune_report, _prune_timing
 from benchmarks._harness import RECIPES, read_jsonl
 from benchmarks._prune_arms import PruneArm, arms, grid
+from benchmarks._runs import run_suite
 from benchmarks._suites import Suite
-from benchmarks.time_to_accuracy import run_suite
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SUITES = {  # name: (samples, family, label noise, reference epochs)

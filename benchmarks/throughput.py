@@ -33,21 +33,12 @@ import torch.nn.functional as F
 
 from benchmarks import _suites
 from benchmarks._harness import MODELS, RECIPES, dataset, machine, write_results
+from benchmarks._pricing import step_kind
 from benchmarks._timing import cpu_clock, setup
 from examples.costmodel import calibrate, costs_from, sb_step_seconds
 from sbdata import keep_count
 
 RESULTS = Path(__file__).resolve().parent / "results" / "throughput"
-
-
-def step_kind(arm) -> str:
-    """What one loader batch of an arm costs, whatever its schedule: the key of the timing table."""
-    if arm.policy is None:
-        return f"plain batch {'keep*B ' + str(arm.keep) if arm.small_batch else 'B'}"
-    layout = "fixed" if arm.pooled else "shrink"
-    policy = f"reducible/{arm.base}" if arm.policy == "reducible" else arm.policy
-    cache = "" if arm.staleness is None else f" cache s={arm.staleness}{' observe' if arm.observe else ''}"
-    return f"{policy} keep={arm.keep} {layout} {arm.score_mode}{cache}"
 
 
 def kinds(family: str, best_path: Path | None) -> dict:

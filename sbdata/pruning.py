@@ -40,8 +40,8 @@ RULES: dict[str, Rule] = {
 }
 
 
-def _rule_name(policy: Rule) -> str:
-    func = policy.func if isinstance(policy, partial) else policy
+def _rule_name(rule: Rule) -> str:
+    func = rule.func if isinstance(rule, partial) else rule
     return getattr(func, "__qualname__", type(func).__name__)
 
 
@@ -54,8 +54,10 @@ class PruningSampler(Sampler[int]):
         epochs: total epochs of the run, >= 1 (the annealing epochs are its last ones).
         prune: pruning share ``r`` in [0, 1): of the samples the rule marks (below-mean losses for InfoBatch), this
             share is dropped each epoch. Default 0.5. 0 disables pruning.
-        policy: ``"infobatch"`` (default), ``"percentile"`` (below the median), ``"random"`` (the control), or a
+        rule: ``"infobatch"`` (default), ``"percentile"`` (below the median), ``"random"`` (the control), or a
             rule ``(losses, known, prune, generator) -> weights`` (see :mod:`sbdata.prune_rules`).
+        policy: the old name of ``rule`` (a pruning rule is not a selection policy); still accepted, with a
+            ``DeprecationWarning``.
         anneal: share of the final epochs that train on the full data, in [0, 1]; ``ceil(anneal * epochs)``
             epochs. Default 0.125.
         shuffle: shuffle the kept indices each epoch. Default True.
@@ -76,7 +78,7 @@ class PruningSampler(Sampler[int]):
         *,
         epochs: int,
         prune: float = 0.5,
-        policy: str | Rule = "infobatch",
+        rule: str | Rule = "infobatch",
         anneal: float = 0.125,
         shuffle: bool = True,
         seed: int = 0,
@@ -85,7 +87,18 @@ class PruningSampler(Sampler[int]):
         rank: int | None = None,
         drop_last: bool = False,
         sync_cache: bool | None = None,
+        policy: str | Rule | None = None,
     ) -> None:
+        if policy is not None:
+            if rule != "infobatch":
+                raise TypeError("PruningSampler got both rule= and policy= (its old name): pass rule= alone")
+            warnings.warn(
+                "PruningSampler(policy=...) is now PruningSampler(rule=...): a pruning rule, not a selection policy; "
+                "policy= will be removed",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            rule = policy
         size = data if isinstance(data, int) and not isinstance(data, bool) else None
         if size is None:
             if not hasattr(data, "__len__"):
@@ -99,12 +112,12 @@ class PruningSampler(Sampler[int]):
             raise ValueError(f"prune must be in [0, 1) (the share of marked samples dropped), got {prune!r}")
         if not 0.0 <= anneal <= 1.0:
             raise ValueError(f"anneal must be in [0, 1] (share of final epochs on full data), got {anneal!r}")
-        if isinstance(policy, str):
-            if policy not in RULES:
-                raise ValueError(f"policy must be one of {sorted(RULES)} or a rule function, got {policy!r}")
-            policy = RULES[policy]
-        elif not callable(policy):
-            raise TypeError(f"policy must be a name or a callable rule, got {type(policy).__name__}")
+        if isinstance(rule, str):
+            if rule not in RULES:
+                raise ValueError(f"rule must be one of {sorted(RULES)} or a rule function, got {rule!r}")
+            rule = RULES[rule]
+        elif not callable(rule):
+            raise TypeError(f"rule must be a name or a callable rule, got {type(rule).__name__}")
         if generator is not None:
             seed = generator.initial_seed()
         if num_replicas is None:
@@ -120,7 +133,7 @@ class PruningSampler(Sampler[int]):
                 "init_process_group first, or pass sync_cache=False if every rank's cache holds the same losses"
             )
         self.size, self.cache, self.epochs, self.prune = size, cache, epochs, float(prune)
-        self.policy, self.anneal, self.shuffle, self.seed = policy, float(anneal), shuffle, int(seed)
+        self.rule, self.anneal, self.shuffle, self.seed = rule, float(anneal), shuffle, int(seed)
         self.num_replicas, self.rank, self.drop_last = num_replicas, rank, drop_last
         self.sync_cache = sync_cache and num_replicas > 1
         self.full_from = epochs - math.ceil(anneal * epochs - 1e-9)  # first annealing (full-data) epoch
@@ -153,15 +166,15 @@ class PruningSampler(Sampler[int]):
         known = (when >= 0) & torch.isfinite(losses)
         self._known_at_plan = int(known.sum())
         if self.prune > 0 and self.epoch < self.full_from:
-            weights = self.policy(losses, known, self.prune, self._generator())
+            weights = self.rule(losses, known, self.prune, self._generator())
             if not isinstance(weights, torch.Tensor) or weights.shape != (self.size,):
-                raise ValueError(f"the pruning rule {_rule_name(self.policy)} must return ({self.size},) weights")
+                raise ValueError(f"the pruning rule {_rule_name(self.rule)} must return ({self.size},) weights")
             weights = weights.to(torch.float32)
             if not bool(torch.isfinite(weights).all() and (weights >= 0).all()):
-                raise ValueError(f"the pruning rule {_rule_name(self.policy)} returned negative or non-finite weights")
+                raise ValueError(f"the pruning rule {_rule_name(self.rule)} returned negative or non-finite weights")
         order = torch.nonzero(weights > 0).squeeze(1)
         if len(order) == 0:
-            raise ValueError(f"the pruning rule {_rule_name(self.policy)} pruned all {self.size} samples of epoch "
+            raise ValueError(f"the pruning rule {_rule_name(self.rule)} pruned all {self.size} samples of epoch "
                              f"{self.epoch}: a rule must keep at least one")  # fmt: skip
         if self.shuffle:
             order = order[torch.randperm(len(order), generator=self._generator(1))]
@@ -251,7 +264,7 @@ class PruningSampler(Sampler[int]):
     # ----------------------------------------------------------------- state
     def _options(self) -> dict[str, Any]:
         return {"size": self.size, "prune": self.prune, "anneal": self.anneal, "epochs": self.epochs,
-                "policy": _rule_name(self.policy), "shuffle": self.shuffle, "seed": self.seed}  # fmt: skip
+                "rule": _rule_name(self.rule), "shuffle": self.shuffle, "seed": self.seed}  # fmt: skip
 
     def state_dict(self) -> dict[str, Any]:
         """The epoch, its plan (kept order and weights) and the options; loads with ``weights_only=True``."""
@@ -261,13 +274,14 @@ class PruningSampler(Sampler[int]):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume the saved epoch with its saved plan (the cache has moved on since it was made)."""
         for name, value in self._options().items():
-            if state[name] != value:
-                raise ValueError(f"the state was saved with {name}={state[name]!r}, this sampler has {value!r}")
+            saved = state.get(name, state.get("policy")) if name == "rule" else state[name]  # "policy": before 0.2
+            if saved != value:
+                raise ValueError(f"the state was saved with {name}={saved!r}, this sampler has {value!r}")
         self.epoch, self._planned, self._iterations = int(state["epoch"]), int(state["epoch"]), 0
         self._order, self._weight, self._on_device = state["order"].long().clone(), state["weight"].float(), {}
 
     def __repr__(self) -> str:
         return (
-            f"PruningSampler(size={self.size}, prune={self.prune}, policy={_rule_name(self.policy)}, "
+            f"PruningSampler(size={self.size}, prune={self.prune}, rule={_rule_name(self.rule)}, "
             f"anneal={self.anneal}, epochs={self.epochs}, rank={self.rank}/{self.num_replicas})"
         )

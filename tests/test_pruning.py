@@ -80,7 +80,7 @@ def test_percentile_and_random_rules_with_oracle_losses():
     control = random_like_infobatch(losses, known, 0.5, generator)  # as many as infobatch prunes, weight 1
     assert int((control == 0).sum()) == int((infobatch(losses, known, 0.5, generator) == 0).sum()) == 2
     assert set(control.tolist()) == {0.0, 1.0}
-    sampler = PruningSampler(10, oracle_cache(losses), epochs=3, policy=partial(below_percentile, percentile=30.0))
+    sampler = PruningSampler(10, oracle_cache(losses), epochs=3, rule=partial(below_percentile, percentile=30.0))
     sampler.set_epoch(1)
     assert len(sampler) == 9
 
@@ -166,13 +166,13 @@ def test_validation():
         PruningSampler(10, LossCache(size=10), epochs=2, prune=1.0)
     with pytest.raises(ValueError, match="epochs"):
         PruningSampler(10, LossCache(size=10), epochs=0)
-    with pytest.raises(ValueError, match="policy"):
-        PruningSampler(10, LossCache(size=10), epochs=2, policy="largest")
+    with pytest.raises(ValueError, match="rule must be one of"):
+        PruningSampler(10, LossCache(size=10), epochs=2, rule="largest")
     with pytest.raises(ValueError, match="init_process_group"):
         PruningSampler(10, LossCache(size=10), epochs=2, num_replicas=2, rank=1)
     with pytest.raises(ValueError, match="dense"):
         LossCache(capacity=4).dense_entries()
-    everything = PruningSampler(4, oracle_cache(torch.arange(4.0)), epochs=4, policy=lambda losses, *_: losses * 0)
+    everything = PruningSampler(4, oracle_cache(torch.arange(4.0)), epochs=4, rule=lambda losses, *_: losses * 0)
     with pytest.raises(ValueError, match="pruned all 4 samples"):
         everything.set_epoch(1)
 
@@ -282,3 +282,17 @@ def test_two_gloo_ranks_disjoint_equal_shards_and_one_cache(tmp_path, refresh):
     assert (records[0][2][2][observed_in_1] == 1).all()  # the sampler's observations are its measurements
     ids = torch.arange(41)
     assert torch.allclose(records[0][2][1][1:], ids[1:].float().cos())  # every rank saw every rank's losses
+
+
+def test_the_old_policy_name_still_works_with_a_deprecation_warning():
+    cache = oracle_cache(torch.arange(10.0))
+    with pytest.warns(DeprecationWarning, match=r"PruningSampler\(policy=...\) is now PruningSampler\(rule=...\)"):
+        old = PruningSampler(10, cache, epochs=3, policy="random", seed=1)
+    new = PruningSampler(10, cache, epochs=3, rule="random", seed=1)
+    old.set_epoch(1), new.set_epoch(1)
+    assert list(old) == list(new) and "rule=random" in repr(old)
+    with pytest.raises(TypeError, match="both rule= and policy="):
+        PruningSampler(10, cache, epochs=3, rule="percentile", policy="random")
+    state = new.state_dict()
+    state["policy"] = state.pop("rule")  # a state saved before the rename
+    PruningSampler(10, cache, epochs=3, rule="random", seed=1).load_state_dict(state)

@@ -1,0 +1,66 @@
+"""Seconds priced from interleaved step timings, shared by the benchmarks: what a step is (its *kind*, the key of a
+timing table) and what a run costs from those tables.
+
+- :func:`step_kind` and :func:`suite_arm_seconds`: the time-to-accuracy suites, priced from ``throughput.py``'s
+  per-loader-batch timings (``results/throughput/throughput.json``);
+- :func:`pruning_run_seconds`: the pruning benchmark's runs, priced from ``_prune_timing.py``'s per-step timings.
+
+The calibrated cost model these tables feed is ``examples/costmodel.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._arms import Arm
+from ._suites import selecting
+
+__all__ = ["pruning_run_seconds", "step_kind", "suite_arm_seconds"]
+
+
+def step_kind(arm) -> str:
+    """What one loader batch of an arm costs, whatever its schedule: the key of the timing table."""
+    if arm.policy is None:
+        return f"plain batch {'keep*B ' + str(arm.keep) if arm.small_batch else 'B'}"
+    layout = "fixed" if arm.pooled else "shrink"
+    policy = f"reducible/{arm.base}" if arm.policy == "reducible" else arm.policy
+    cache = "" if arm.staleness is None else f" cache s={arm.staleness}{' observe' if arm.observe else ''}"
+    return f"{policy} keep={arm.keep} {layout} {arm.score_mode}{cache}"
+
+
+def suite_arm_seconds(arm: Arm, timing: dict[str, dict], train_samples: int, batch: int) -> tuple[float, float]:
+    """(seconds per epoch, seconds up front) of ``arm`` from interleaved per-loader-batch timings (``throughput.py``).
+
+    An epoch mixes plain steps at batch B and the arm's selection steps in the share its schedule gives; the
+    reducible arm trains on the data left after its hold-out and first trains its irreducible model plainly.
+    """
+    plain = timing["plain batch B"]["seconds_per_loader_batch"]
+    kind = timing[step_kind(arm)]
+    if arm.policy is None:
+        return -(-train_samples // kind["loader_batch"]) * kind["seconds_per_loader_batch"], 0.0
+    upfront = 0.0
+    if arm.policy == "reducible":
+        held = int(arm.holdout * train_samples)
+        upfront = arm.il_epochs * -(-held // batch) * plain
+        train_samples -= held
+    share = selecting(arm)
+    per_batch = (1 - share) * plain + share * kind["seconds_per_loader_batch"]
+    return -(-train_samples // batch) * per_batch, upfront
+
+
+def pruning_run_seconds(record: dict[str, Any], timing_: dict[str, Any], n: int) -> float:
+    """A pruning benchmark run's seconds from the interleaved step times of ``_prune_timing.py``: its loaded batches
+    at the plain, pruning or SB step's seconds, plus the sampler's decisions."""
+    cfg = record["config"]
+    b = cfg["batch"]
+    steps = timing_["families"][record["family"]]
+    loaded = record.get("samples_loaded") or [n] * record["epochs"]
+    batches = sum(math.ceil(count / b) for count in loaded)
+    decisions = sum(record.get("decision_seconds") or [])
+    if cfg.get("sb_keep") is None:
+        kind = f"prune b={b}" if cfg.get("prune") else f"plain b={b}"
+        return batches * steps[kind]["seconds_per_step"] + decisions
+    scored = record["samples_scored"] / max(1, sum(loaded))
+    reuse, stale = steps[f"sb-reuse b={b}"]["seconds_per_step"], steps[f"sb-stale b={b}"]["seconds_per_step"]
+    return batches * (reuse + scored * (stale - reuse)) + decisions
