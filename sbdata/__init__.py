@@ -7,10 +7,10 @@ Wrap a loader so that it yields only the samples that still teach the model some
 API: the names in ``__all__`` below, and the modules ``sbdata.nodes`` (the torchdata stage ``SBSelector``),
 ``sbdata.wds`` (the WebDataset stage ``sb_select`` / ``SelectStage``), ``sbdata.distributed`` (``Lockstep``, the
 lockstep driver under ``torch.distributed``), ``sbdata.registry`` (``POLICIES``, the built-in policies by name),
-``sbdata.adapters`` (``causal_lm``: the hooks for causal language models), ``sbdata.prune_rules`` (the
-``PruningSampler``'s rules as pure functions) and ``sbdata.integrations.lightning``,
-``.accelerate`` and ``.transformers``. Importing ``sbdata`` imports none of torchdata, webdataset, Lightning,
-Accelerate or Transformers.
+``sbdata.adapters`` (``causal_lm``, ``sequence_classification``, ``token_classification``: the hooks per
+task), ``sbdata.prune_rules`` (the ``PruningSampler``'s rules as pure functions) and
+``sbdata.integrations.lightning``, ``.accelerate`` and ``.transformers``. Importing ``sbdata`` imports none of
+torchdata, webdataset, Lightning, Accelerate or Transformers.
 
 Internal, and free to change: every module whose name starts with an underscore (``_step``: the SB step) and
 ``scoring``'s ``Scorer``; the other modules (``cache``, ``collate``, ``engine``, ``functional``, ``history``,

@@ -19,8 +19,20 @@ __all__ = ["SamplerOrder"]
 _FIX = "pass generator=torch.Generator().manual_seed(seed) to the DataLoader (or to its sampler)"
 
 
+# Batch samplers that only deal the batches of the one they wrap out to the ranks, adding no randomness of their own:
+# the order is the wrapped one's. Accelerate's prepare wraps a DataLoader's batch sampler in one (several processes).
+_SHARDING_BATCH_SAMPLERS = ("BatchSamplerShard",)
+
+
+def _unshard(batch_sampler: Any) -> Any:
+    """The batch sampler that decides the order: ``batch_sampler``, or the one a sharding wrapper holds."""
+    while type(batch_sampler).__name__ in _SHARDING_BATCH_SAMPLERS and hasattr(batch_sampler, "batch_sampler"):
+        batch_sampler = batch_sampler.batch_sampler  # type(): a name check, as accelerate is not imported
+    return batch_sampler
+
+
 def _samplers(loader: Any) -> list[Any]:
-    batch_sampler = getattr(loader, "batch_sampler", None)
+    batch_sampler = _unshard(getattr(loader, "batch_sampler", None))
     found = [getattr(loader, "sampler", None), getattr(batch_sampler, "sampler", None)]
     if batch_sampler is not None and not hasattr(batch_sampler, "sampler"):
         found.append(batch_sampler)  # a custom batch sampler decides the order itself

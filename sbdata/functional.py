@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from .policies import gumbel_top_k, rank_log_weights
@@ -32,8 +32,8 @@ def select_using_loss(
 
     Draws ``int(keep * N)`` samples (at least 1, where Composer returns none) without replacement with
     probability proportional to ``((rank + 0.5) / N) ** (1/keep - 1)`` over ascending loss rank: Composer's
-    distribution, drawn on the input's device from ``generator`` instead of numpy's global RNG. Differences from
-    Composer, all deliberate:
+    distribution, drawn on the input's device by a ``torch.Generator`` (``generator``, or one seeded from numpy's
+    global RNG, which Composer samples with). Differences from Composer, all deliberate:
     the kept samples come back in their original order; a batch of one keeps its sample; and an ``nn.Module``
     is scored in eval mode with its train/eval flags restored (``score_mode="train"`` uses batch statistics but
     restores every buffer), so the scoring pass has no side effects.
@@ -45,10 +45,13 @@ def select_using_loss(
         loss_fun: ``loss_fun(outputs, target, reduction='none')`` returning per-sample losses.
         keep: share of the batch to keep, in (0, 1]. Default 0.5.
         scale_factor: spatial downsampling of the scoring input, in (0, 1]; needs 3-5 dim inputs. Default 1.
-        generator: ``torch.Generator`` on the input's device; None derives a seed from the global torch RNG's
-            state (read, never consumed) and the calls since it last changed, so a run after
-            ``torch.manual_seed(s)`` repeats its selections; ``score_mode="train"`` dropout draws from the same
-            seed. Default None.
+        generator: ``torch.Generator`` on the input's device. None draws its seed from NumPy's global RNG, as
+            Composer does: each call on a non-empty batch consumes exactly one
+            ``np.random.randint(0, 2**63 - 1, dtype=np.int64)`` and nothing from torch's or Python's global
+            RNGs, so a run after ``np.random.seed(s)`` (which Composer's
+            ``seed_all``, Lightning's ``seed_everything`` and Transformers' ``set_seed`` call) repeats its
+            selections; ``score_mode="train"`` dropout draws from a stream seeded with the same seed. With a
+            generator no global RNG is touched. Default None.
         score_mode: ``"eval"`` or ``"train"``, for an ``nn.Module`` model. Default ``"eval"``.
 
     Returns:
@@ -73,7 +76,7 @@ def select_using_loss(
     scorer = Scorer(loss_fun, score_mode=score_mode, scale_factor=scale_factor)
     seed = None
     if generator is None:
-        seed = _DEFAULT_SEEDS.next()
+        seed = _global_numpy_seed()
         generator = torch.Generator(device=input.device)
         generator.manual_seed(seed)
     losses = scorer(module, input, target, n, input.device, seed)  # train-mode dropout: the same seeded stream
@@ -82,30 +85,13 @@ def select_using_loss(
     return input[index], target[index.to(target.device)]
 
 
-class _DefaultSeeds:
-    """Seeds for calls without a generator, so that a globally seeded run repeats, as Composer's (numpy) does.
-
-    Each seed is a function of the global torch RNG's state, read and never advanced, and of the number of calls
-    made since that state last changed: ``torch.manual_seed(s)`` before a run replays its selections, another
-    seed gives others, and the global RNGs are never consumed. Per process; a reseed that restores the very state
-    of the last call, with nothing drawn from the global RNG since, continues that call count.
-    """
-
-    def __init__(self) -> None:
-        self._digest = b""
-        self._calls = 0
-
-    def next(self) -> int:
-        state = torch.default_generator.get_state()
-        digest = hashlib.blake2b(state.numpy().tobytes(), digest_size=16).digest()
-        if digest != self._digest:  # reseeded, or consumed by the training loop: count from there
-            self._digest, self._calls = digest, 0
-        mixed = hashlib.blake2b(digest + self._calls.to_bytes(8, "little"), digest_size=8).digest()
-        self._calls += 1
-        return int.from_bytes(mixed, "little") >> 1  # in [0, 2**63)
+_SEED_BOUND = np.iinfo(np.int64).max  # seeds in [0, 2**63 - 1)
 
 
-_DEFAULT_SEEDS = _DefaultSeeds()
+def _global_numpy_seed() -> int:
+    """One draw from NumPy's global RNG (``np.random.randint(0, 2**63 - 1, dtype=np.int64)``): the seed of a call
+    without a generator, so that ``np.random.seed(s)`` repeats a run, as it repeats Composer's ``np.random.choice``."""
+    return int(np.random.randint(0, _SEED_BOUND, dtype=np.int64))
 
 
 class _CallableModule(torch.nn.Module):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 from torch import nn
 
@@ -16,6 +16,16 @@ from ._order import SamplerOrder
 from .engine import SelectionEngine
 
 __all__ = ["SBLoader"]
+
+_NO_DATASET = (
+    "SBLoader has no `dataset`, on purpose: code that rebuilds a loader from its dataset would drop selection. "
+    "The Transformers Trainer does that to resume mid-epoch (accelerate's skip_first_batches), so a Trainer whose "
+    "get_train_dataloader returns an SBLoader cannot resume: derive from "
+    "sbdata.integrations.transformers.SBTrainer instead, passing the SBLoader's options as sb_options "
+    "(trainer = SBTrainer(model=model, args=args, ..., sb_options={'keep': 0.5}), no get_train_dataloader "
+    "override), which saves the selection state with each checkpoint and continues the epoch exactly. Under "
+    "Accelerate, resume with sbdata.integrations.accelerate.wrap and accelerator.load_state"
+)
 
 
 def set_epoch_on(loader: Any, epoch: int) -> None:
@@ -123,6 +133,13 @@ class SBLoader(EngineFront):
         a loader that shows one (Lightning's ``overfit_batches``, Accelerate's ``skip_first_batches``) as a plain
         ``DataLoader``, which would drop selection."""
         return getattr(self.loader, "sampler", None)
+
+    @property
+    def dataset(self) -> NoReturn:
+        """Not there: reading it raises ``AttributeError`` (so ``hasattr`` is False and ``getattr(sb, "dataset",
+        None)`` is None), with a message naming the fix for the frameworks that need it to resume; see
+        :attr:`sampler`."""
+        raise AttributeError(_NO_DATASET)
 
     @property
     def batch_sampler(self) -> Any:

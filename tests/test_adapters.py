@@ -138,3 +138,43 @@ def test_pad_right_builds_the_batch_causal_lm_expects():
         pad_right([{"input_ids": [[1, 2]]}])
     with pytest.raises(ValueError, match="at least one"):
         pad_right([])
+
+
+def test_sequence_classification_losses_per_problem_type_by_hand():
+    from sbdata.adapters import sequence_classification
+
+    logits = torch.tensor([[2.0, -1.0, 0.5], [0.0, 1.0, -2.0]])
+    loss_fn = sequence_classification()["loss_fn"]
+    single = loss_fn(logits, torch.tensor([0, 2]))  # integer labels: cross-entropy
+    expected = [-torch.log_softmax(row, 0)[label].item() for row, label in zip(logits, [0, 2], strict=True)]
+    assert torch.allclose(single, torch.tensor(expected))
+    multi = loss_fn(logits, torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]]))  # float labels: BCE, mean per sample
+    probs, targets = torch.sigmoid(logits), torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
+    by_hand = -(targets * probs.log() + (1 - targets) * (1 - probs).log()).mean(1)
+    assert torch.allclose(multi, by_hand)
+    regression = loss_fn(torch.tensor([[1.5], [-0.5]]), torch.tensor([1.0, 0.5]))  # one logit: squared error
+    assert torch.allclose(regression, torch.tensor([0.25, 1.0]))
+    forced = sequence_classification("regression")["loss_fn"](logits, torch.zeros(2, 3))
+    assert torch.allclose(forced, logits.square().mean(1))
+    with pytest.raises(ValueError, match="problem_type must be None or one of"):
+        sequence_classification("ranking")
+
+
+def test_token_classification_scores_labelled_tokens_without_a_shift():
+    from sbdata.adapters import token_classification
+
+    hooks = token_classification()
+    logits = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0))
+    labels = torch.tensor([[1, 2, 3], [0, -100, -100]])
+    per_token = hooks["loss_fn"](logits, labels)
+    losses = hooks["reduce"](per_token, labels)
+    log_probs = torch.log_softmax(logits, -1)
+    first = -(log_probs[0, 0, 1] + log_probs[0, 1, 2] + log_probs[0, 2, 3]) / 3
+    assert torch.allclose(losses, torch.stack([first, -log_probs[1, 0, 0]]))
+    with pytest.raises(ValueError, match="needs 'labels'"):
+        hooks["split"]({"input_ids": labels})
+
+
+def test_causal_lm_refuses_class_logits_naming_sequence_classification():
+    with pytest.raises(ValueError, match=r"got logits \(2, 3\) and labels \(2,\).*sequence_classification\(\)"):
+        causal_lm()["loss_fn"](torch.zeros(2, 3), torch.tensor([0, 1]))

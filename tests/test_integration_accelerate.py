@@ -66,3 +66,73 @@ def test_wrap_prepares_the_loader_and_refuses_an_sbloader():
     assert type(sb.loader).__name__ == "DataLoaderShard"
     with pytest.raises(TypeError, match="prepare the DataLoader, then wrap it"):
         wrap(accelerator, SBLoader(loader, model, F.cross_entropy), model, F.cross_entropy)
+
+
+def run_readme_setup(out, nproc, generator):
+    """The README's set-up (``Accelerator(cpu=True)``, a shuffled DataLoader), saved mid-epoch and resumed in a
+    fresh launch: returns each rank's (uninterrupted, resumed) reports."""
+    flags = ["--generator"] if generator else []
+    for phase in ("full", "resume"):
+        run_job([str(JOBS / "accelerate_readme_job.py"), "--out", str(out), "--phase", phase, *flags], nproc=nproc)
+    return [
+        (json.loads((out / f"full_rank{r}.json").read_text()), json.loads((out / f"resume_rank{r}.json").read_text()))
+        for r in range(nproc)
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("generator", [False, True], ids=["shuffle", "shuffle+generator"])
+def test_readme_setup_in_two_processes_resumes_exactly_without_a_warning(tmp_path, generator):
+    """Accelerate seeds the shuffling sampler of a sharded loader itself (and wraps the batch sampler in its
+    BatchSamplerShard), so the order is replayable with or without generator=: no warning, and an exact resume."""
+    for full, resumed in run_readme_setup(tmp_path, 2, generator):
+        assert len(full["after_save"]) == 2  # 4 batches per rank and epoch; saved after batch 1 of epoch 1
+        assert resumed["after_save"] == full["after_save"]  # the same ids in every batch after the save
+        assert resumed["weights"] == full["weights"]  # bit for bit
+        assert full["warnings"] == [] and resumed["warnings"] == []
+
+
+@pytest.mark.slow
+def test_readme_setup_in_one_process_warns_only_without_a_generator(tmp_path):
+    """In one process prepare leaves the DataLoader's RandomSampler unseeded: the global RNG draws each epoch's
+    order, so the resume really differs, and the warning says so, naming generator=; with it the resume is exact."""
+    [(full, resumed)] = run_readme_setup(tmp_path / "plain", 1, generator=False)
+    assert resumed["after_save"] != full["after_save"]
+    [warning] = full["warnings"]
+    assert "cannot make this checkpoint resume in the same order" in warning and "generator=" in warning
+    [(full, resumed)] = run_readme_setup(tmp_path / "seeded", 1, generator=True)
+    assert resumed["after_save"] == full["after_save"] and resumed["weights"] == full["weights"]
+    assert full["warnings"] == [] and resumed["warnings"] == []
+
+
+def test_a_sharded_batch_sampler_is_read_through_for_the_shuffle_generator():
+    """In one process, the loader prepare builds for rank 0 of 2: sbdata records the generator of the RandomSampler
+    inside accelerate's BatchSamplerShard (no warning) and replays its order on resume, here in epoch 1."""
+    import warnings
+
+    from accelerate.data_loader import BatchSamplerShard
+    from torch.utils.data import BatchSampler, RandomSampler
+
+    data = TensorDataset(torch.randn(32, 2), torch.zeros(32, dtype=torch.long), torch.arange(32))
+    model = nn.Linear(2, 2)
+
+    def build():
+        sampler = RandomSampler(data, generator=torch.Generator().manual_seed(0))
+        shard = BatchSamplerShard(BatchSampler(sampler, 4, drop_last=False), num_processes=2, process_index=0)
+        return SBLoader(DataLoader(data, batch_sampler=shard), model, F.cross_entropy, keep=0.5)
+
+    def ids(batches):
+        return [sorted(batch[2].tolist()) for batch in batches]
+
+    sb = build()
+    list(sb)  # epoch 0
+    epoch = iter(sb)
+    head = ids([next(epoch), next(epoch)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        state = sb.state_dict()
+    rest = ids(epoch)
+    resumed = build()
+    resumed.load_state_dict(state)
+    assert ids(resumed) == rest and len(head + rest) == 4
+    assert head + rest != ids(build())  # epoch 1 is not epoch 0's order: the generator's state was restored

@@ -122,3 +122,144 @@ def test_pooled_batches_are_refused_naming_the_fix(tmp_path):
             args=transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[]),
             sb_options={"batch_size": 4},
         )
+
+
+# --- tasks other than causal LM, and a Trainer subclass of one's own ---------------------------------------------
+
+LENGTH = 6
+
+
+class Tokens(torch.utils.data.Dataset):
+    """Fixed-length sequences whose first token is the sample's index (told apart by it), with the labels of a
+    task: ``"causal_lm"`` (the ids, as labels), ``"sequence_classification"`` (a class), ``"token_classification"``
+    (a class per token, the last two tokens of odd samples unlabelled)."""
+
+    def __init__(self, task: str, samples: int = 16) -> None:
+        generator = torch.Generator().manual_seed(1)
+        self.items = []
+        for i in range(samples):
+            ids = torch.cat([torch.tensor([i]), torch.randint(0, VOCAB, (LENGTH - 1,), generator=generator)])
+            item = {"input_ids": ids, "attention_mask": torch.ones(LENGTH, dtype=torch.long)}
+            if task == "causal_lm":
+                item["labels"] = ids.clone()
+            elif task == "sequence_classification":
+                item["labels"] = int(torch.randint(0, 3, (), generator=generator))
+            elif task == "token_classification":
+                labels = torch.randint(0, 3, (LENGTH,), generator=generator)
+                item["labels"] = labels.masked_fill(torch.arange(LENGTH) >= LENGTH - 2, -100) if i % 2 else labels
+            self.items.append(item)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> dict:
+        return self.items[index]
+
+
+def tiny_model(task: str):
+    torch.manual_seed(0)
+    if task == "causal_lm":
+        return transformers.GPT2LMHeadModel(
+            transformers.GPT2Config(vocab_size=VOCAB, n_positions=16, n_embd=16, n_layer=1, n_head=2)
+        )
+    config = transformers.BertConfig(
+        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        max_position_embeddings=16, num_labels=3,
+    )  # fmt: skip
+    if task == "sequence_classification":
+        return transformers.BertForSequenceClassification(config)
+    return transformers.BertForTokenClassification(config)
+
+
+def hand_losses(model, batch: dict, task: str) -> torch.Tensor:
+    """Each sample's loss as the model's task defines it, computed here without sbdata."""
+    with torch.no_grad():
+        logits = model.eval()(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    if task == "sequence_classification":
+        return torch.nn.functional.cross_entropy(logits, batch["labels"], reduction="none")
+    if task == "causal_lm":
+        logits, targets = logits[:, :-1], batch["input_ids"][:, 1:]
+    else:
+        targets = batch["labels"]
+    losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none", ignore_index=-100)
+    return losses.sum(1) / (targets != -100).sum(1)
+
+
+class Collating:
+    """``default_data_collator`` that records every loader batch it builds, in order."""
+
+    def __init__(self) -> None:
+        self.batches: list[dict] = []
+
+    def __call__(self, features):
+        batch = transformers.default_data_collator(features)
+        self.batches.append({key: value.clone() for key, value in batch.items()})
+        return batch
+
+
+def task_args(output_dir, **overrides):
+    options = {
+        "output_dir": str(output_dir), "per_device_train_batch_size": 4, "num_train_epochs": 1, "report_to": [],
+        "use_cpu": True, "seed": 0, "disable_tqdm": True, "save_strategy": "no", **overrides,
+    }  # fmt: skip
+    return transformers.TrainingArguments(**options)
+
+
+@pytest.mark.parametrize("task", ["causal_lm", "sequence_classification", "token_classification"])
+def test_sbtrainer_scores_with_the_loss_of_the_models_task(tmp_path, task):
+    """With learning_rate=0 the model never moves, so each kept half is known: the samples of highest per-sample
+    loss (as the task defines it) in its loader batch."""
+    model, collate = tiny_model(task), Collating()
+
+    class Recording(SBTrainer):
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            kept.append(inputs["input_ids"][:, 0].tolist())
+            return super().training_step(model, inputs, num_items_in_batch)
+
+    kept: list[list[int]] = []
+    trainer = Recording(
+        model=model, args=task_args(tmp_path, learning_rate=0.0), train_dataset=Tokens(task), data_collator=collate,
+        sb_options={"keep": 0.5},
+    )  # fmt: skip
+    trainer.train()
+    assert len(kept) == len(collate.batches) == 4
+    for batch, ids in zip(collate.batches, kept, strict=True):
+        losses = hand_losses(model, batch, task)
+        hardest = losses.argsort(descending=True)[:2]
+        assert sorted(ids) == sorted(batch["input_ids"][hardest, 0].tolist())
+
+
+def test_a_model_of_no_known_task_is_refused_at_construction_naming_loss_fn(tmp_path):
+    with pytest.raises(ValueError, match=r'Linear.*sb_options\["loss_fn"\]'):
+        SBTrainer(model=torch.nn.Linear(1, 1), args=task_args(tmp_path), sb_options={"keep": 0.5})
+    SBTrainer(model=torch.nn.Linear(1, 1), args=task_args(tmp_path), sb_options={"loss_fn": lambda *a, **k: None})
+
+
+def test_a_trainer_subclass_returning_an_sbloader_refuses_to_resume_naming_sbtrainer(tmp_path):
+    """What a user writes before finding SBTrainer trains, but cannot resume mid-epoch: its selection state is not
+    in the checkpoint, and the Trainer would rebuild the loader without selection. It says so before any step."""
+    from sbdata import SBLoader
+    from sbdata.adapters import causal_lm
+
+    steps: list[int] = []
+
+    class Own(transformers.Trainer):
+        def get_train_dataloader(self):
+            return SBLoader(super().get_train_dataloader(), self.model, keep=0.5, **causal_lm())
+
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            steps.append(len(inputs["input_ids"]))
+            return super().training_step(model, inputs, num_items_in_batch)
+
+    def make(**overrides):
+        return Own(
+            model=tiny_model("causal_lm"), args=task_args(tmp_path, **overrides), train_dataset=Tokens("causal_lm"),
+            data_collator=transformers.default_data_collator,
+        )  # fmt: skip
+
+    make(save_strategy="steps", save_steps=2).train()
+    assert steps == [2, 2, 2, 2]  # it trains, on the kept halves
+    steps.clear()
+    with pytest.raises(AttributeError, match=r"SBLoader has no `dataset`.*derive from .*SBTrainer.*sb_options"):
+        make().train(resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
+    assert steps == []

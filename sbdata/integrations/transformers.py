@@ -6,7 +6,9 @@
     trainer.train()                              # or trainer.train(resume_from_checkpoint=True)
 
 It wraps the Trainer's own (prepared, sharded) training loader in an :class:`~sbdata.SBLoader` scored with the
-causal-LM adapter (:func:`sbdata.adapters.causal_lm`) unless ``sb_options`` names other hooks; saves each rank's
+adapter of the model's task, read from its class (``*ForCausalLM``/``*LMHeadModel``: :func:`sbdata.adapters.causal_lm`;
+``*ForSequenceClassification``: :func:`~sbdata.adapters.sequence_classification`; ``*ForTokenClassification``:
+:func:`~sbdata.adapters.token_classification`) unless ``sb_options`` names other hooks; saves each rank's
 selection state in every checkpoint (``sbdata_rank{r}.pt``); and on ``resume_from_checkpoint`` continues the
 interrupted epoch exactly (the same later batches as the uninterrupted run), where the stock Trainer would try to
 rebuild the loader to skip batches. Gradient accumulation works unchanged (the Trainer fetches a window of
@@ -29,10 +31,10 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without transformers installed
     raise ImportError("sbdata.integrations.transformers needs transformers: pip install transformers") from error
 
-from ..adapters import causal_lm
 from ..loader import SBLoader
 from ._clock import bind_clock, trainer_schedule
 from ._state import load_rank_state, save_rank_state
+from ._tasks import task_hooks
 
 __all__ = ["SBStatsCallback", "SBTrainer", "trainer_schedule"]
 
@@ -98,14 +100,19 @@ class SBTrainer(Trainer):
     Args:
         *args: arguments of ``transformers.Trainer``.
         sb_options: options of :class:`~sbdata.SelectionEngine` (``keep``, ``policy``, ``schedule``, ...), and
-            ``loss_fn``/``split``/``forward``/``reduce`` to replace the causal-LM adapter. A
+            ``loss_fn``/``split``/``forward``/``reduce`` to replace the adapter of the model's task (picked from
+            its class: :func:`~sbdata.adapters.causal_lm`, :func:`~sbdata.adapters.sequence_classification` or
+            :func:`~sbdata.adapters.token_classification`); a model of another task needs ``loss_fn``. A
             :func:`trainer_schedule` runs on the Trainer's progress (optimizer steps over ``max_steps``).
             ``batch_size`` is refused: the Trainer needs ``len()`` of its loader.
         **kwargs: keyword arguments of ``transformers.Trainer``.
+
+    Raises:
+        ValueError: for ``batch_size`` in ``sb_options``, or a model of no known task without ``loss_fn``.
     """
 
     def __init__(self, *args: Any, sb_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        options = {**causal_lm(), **(sb_options or {})}
+        options = dict(sb_options or {})
         if options.get("batch_size") is not None:
             raise ValueError(
                 "SBTrainer cannot take batch_size= (pooled batches have no len(), which the Trainer needs to plan "
@@ -114,6 +121,8 @@ class SBTrainer(Trainer):
         super().__init__(*args, **kwargs)
         bind_clock(options, lambda: self.state.global_step / max(1, self.state.max_steps))
         self.sb_options = options
+        if self.model is not None:
+            task_hooks(self.model, options)  # refuses a model of no known task without a loss_fn, here
         self.sb: SBLoader | None = None
         self._sb_resume_from: str | None = None
         self.callback_handler.callbacks.insert(0, SBStatsCallback())
@@ -123,7 +132,8 @@ class SBTrainer(Trainer):
         """The Trainer's own training loader (prepared, so sharded across processes), wrapped in an SBLoader."""
         if self.model is None:
             raise RuntimeError("SBTrainer needs its model before training: pass model= or model_init= to it")
-        self.sb = SBLoader(super().get_train_dataloader(), self.model, **self.sb_options)
+        options = {**task_hooks(self.model, self.sb_options), **self.sb_options}
+        self.sb = SBLoader(super().get_train_dataloader(), self.model, **options)
         if self._sb_resume_from is not None:
             load_rank_state(self.sb, self._sb_resume_from)
         return self.sb
