@@ -13,8 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 from torchdata.nodes import Loader
 
-from sbdata import ImportanceSampling, LossCache, SBCollator, SBLoader, SelectionEngine, keep_count
-from sbdata import _gradnorm
+from sbdata import ImportanceSampling, LossCache, SBCollator, SBLoader, SelectionEngine, _gradnorm, keep_count
 from sbdata._gradnorm import autograd_gradnorm, closed_form_ignore_index, cross_entropy_gradnorm
 from sbdata.importance import FLOOR, importance_log_weights
 from sbdata.nodes import SBSelector
@@ -56,7 +55,9 @@ def test_shares_are_proportional_to_the_planted_scores():
 def test_smoothing_mixes_in_a_uniform_share():
     shares = importance_log_weights(torch.tensor([1.0, 2.0, 3.0, 4.0]), smoothing=0.5).exp()
     torch.testing.assert_close(shares, 0.5 * torch.tensor([0.1, 0.2, 0.3, 0.4]) + 0.5 / 4)
-    torch.testing.assert_close(importance_log_weights(torch.tensor([0.0, 9.0]), smoothing=1.0).exp(), torch.full((2,), 0.5))
+    torch.testing.assert_close(
+        importance_log_weights(torch.tensor([0.0, 9.0]), smoothing=1.0).exp(), torch.full((2,), 0.5)
+    )
 
 
 def test_zero_negative_and_non_finite_scores_get_the_documented_shares():
@@ -404,7 +405,9 @@ class CollatedRun:
         from torchdata.stateful_dataloader import StatefulDataLoader
 
         self.collator = SBCollator(OracleModel(LOSSES), ce, **{**options(), "batch_size": None})
-        self.loader = StatefulDataLoader(TensorDataset(*oracle_batch(range(16))), batch_size=4, collate_fn=self.collator)
+        self.loader = StatefulDataLoader(
+            TensorDataset(*oracle_batch(range(16))), batch_size=4, collate_fn=self.collator
+        )
 
     def __iter__(self):
         return iter(self.loader)

@@ -120,6 +120,11 @@ CONFIGS = [
     pytest.param({"cache": "keyed", "observe": True, "refresh": "scored"}, id="keyed-cache-observe-scored"),
     pytest.param({"cache": "dense", "observe": True, "policy": "rank", "batch_size": 8}, id="dense-rank-pooled"),
     pytest.param({"cache": "dense", "observe": True, "unit": "step"}, id="dense-step-observe"),
+    pytest.param({"policy": "importance", "return_weights": True}, id="importance-weights"),
+    pytest.param({"policy": "importance", "nan_policy": "keep", "batch_size": 8}, id="importance-keep-pooled"),
+    pytest.param({"score": "gradnorm"}, id="topk-gradnorm"),
+    pytest.param({"policy": "importance", "score": "gradnorm", "return_weights": True}, id="importance-gradnorm"),
+    pytest.param({"cache": "dense", "policy": "importance", "score": "gradnorm"}, id="dense-cache-gradnorm"),
 ]
 
 
