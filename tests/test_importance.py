@@ -422,3 +422,21 @@ class CollatedRun:
 
 def test_collator_resumes_exactly():
     check_resume(CollatedRun, epochs=2, midpoints=[1, 2, 3, 5], check_initial=False)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_no_sync_on_cuda():  # pragma: no cover - runs where a GPU is lent
+    device = torch.device("cuda")
+    model = OracleModel(LOSSES).to(device)
+    for loss_fn in (ce, F.cross_entropy):  # the autograd path and the closed form
+        batches = [tuple(t.pin_memory() for t in oracle_batch(range(s, s + 6))) for s in (0, 6, 12)] * 2
+        sb = SBLoader(batches, model, loss_fn, policy="importance", score="gradnorm", return_weights=True)
+        outputs = iter(sb)
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for _ in range(len(batches) - 1):  # every step but the epoch's end, which reads what is in flight
+                next(outputs)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        list(outputs)
