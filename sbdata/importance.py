@@ -61,9 +61,9 @@ class ImportanceSampling(SelectionPolicy):
     Pair it with ``score="gradnorm"`` for the paper's variance-reducing distribution, or the default loss score.
 
     With ``smoothing > 0`` every sample's share is at least ``smoothing / N``, which bounds the weights (a kept
-    sample's weight is then at most about ``1 / (k * smoothing)`` for ``k`` kept); with 0, a sample whose score is
-    tiny against the batch's is kept rarely and weighs a lot when it is. With ``sync="global"`` each rank draws from
-    its own batch, with shares relative to that batch's scores.
+    sample's weight is then of the order of ``1 / (k * smoothing)`` at most, for ``k`` kept; the mean is ``1 / k``);
+    with 0, a sample whose score is tiny against the batch's is kept rarely and weighs a lot when it is. With
+    ``sync="global"`` each rank draws from its own batch, with shares relative to that batch's scores.
 
     Args:
         smoothing: uniform share mixed in, in [0, 1]. Default 0.0 (proportional to the score).
