@@ -14,7 +14,7 @@ torchdata, webdataset, Lightning, Accelerate or Transformers.
 
 Internal, and free to change: every module whose name starts with an underscore (``_step``: the SB step) and
 ``scoring``'s ``Scorer``; the other modules (``cache``, ``collate``, ``engine``, ``functional``, ``history``,
-``loader``, ``policies``, ``pruning``, ``reducible``, ``schedule``, ``stats``) hold the public classes
+``importance``, ``loader``, ``policies``, ``pruning``, ``reducible``, ``schedule``, ``stats``) hold the public classes
 re-exported here. See ``docs/design.md`` for the module map.
 """
 
@@ -25,6 +25,7 @@ from .collate import SBCollator
 from .engine import SelectionEngine
 from .functional import select_using_loss, should_selective_backprop
 from .history import LossHistory
+from .importance import ImportanceSampling
 from .loader import SBLoader
 from .policies import RandomK, RankWeighted, Selection, SelectionPolicy, TopK, keep_count
 from .pruning import PruningSampler
@@ -37,6 +38,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "EngineOptions",
+    "ImportanceSampling",
     "KeptColumn",
     "LossCache",
     "LossFn",

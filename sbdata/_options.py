@@ -36,6 +36,7 @@ __all__ = [
     "PolicyName",
     "ReduceFn",
     "ScoreMode",
+    "ScoreName",
     "SplitFn",
     "SyncMode",
     "Unpack",
@@ -47,7 +48,7 @@ __all__ = [
 
 LossFn: TypeAlias = Callable[..., torch.Tensor] | nn.Module
 """A per-sample loss: called as ``loss_fn(outputs, targets, reduction="none")``, or a loss module."""
-PolicyName: TypeAlias = Literal["topk", "rank", "random", "history"]
+PolicyName: TypeAlias = Literal["topk", "rank", "random", "history", "importance"]
 """The built-in policies by name (``sbdata.registry.POLICIES``)."""
 PolicyArg: TypeAlias = PolicyName | SelectionPolicy
 """What ``policy=`` takes: a built-in policy's name or a :class:`~sbdata.SelectionPolicy` instance."""
@@ -60,6 +61,8 @@ ReduceFn: TypeAlias = Callable[[torch.Tensor, Any], torch.Tensor]
 IdKey: TypeAlias = str | int | Callable[[Any], Any]
 """Where a batch keeps per-sample ids: a mapping key, a tuple position or ``callable(batch)``."""
 ScoreMode: TypeAlias = Literal["eval", "train"]
+ScoreName: TypeAlias = Literal["loss", "gradnorm"]
+"""What the scoring pass measures per sample (``score=``): the loss, or its gradient norm w.r.t. the outputs."""
 NanPolicy: TypeAlias = Literal["raise", "drop", "keep"]
 SyncMode: TypeAlias = Literal["local", "global"]
 
@@ -70,13 +73,18 @@ class EngineOptions(TypedDict, total=False):
     Attributes:
         keep: share of each SB batch to keep, in (0, 1]. Default 0.5. For ``"history"`` it sets
             ``beta = 1/keep - 1``.
-        policy: ``"topk"``, ``"rank"``, ``"random"``, ``"history"`` or a :class:`~sbdata.SelectionPolicy`.
-            Default ``"topk"``.
+        policy: ``"topk"``, ``"rank"``, ``"random"``, ``"history"``, ``"importance"`` or a
+            :class:`~sbdata.SelectionPolicy`. Default ``"topk"``.
         schedule: a :class:`~sbdata.Schedule`; None selects on every batch. Default None.
         scale_factor: downsampling of the inputs for scoring only, in (0, 1]. Default 1.
         device: scoring device; None uses the model's. Tensor fields are moved there. Default None.
         score_mode: ``"eval"`` or ``"train"`` (batch statistics, buffers restored). Default ``"eval"``.
         autocast_dtype: dtype for ``torch.autocast`` around the scoring pass; None disables. Default None.
+        score: what the policy ranks each sample by: ``"loss"`` (its per-sample loss) or ``"gradnorm"`` (the L2
+            norm of its loss's gradient with respect to the model's outputs, Katharopoulos & Fleuret 2018: one
+            ``torch.autograd.grad`` on the detached outputs, no weight gradients; a closed form for plain
+            cross-entropy on (B, C) logits). With a ``cache`` the cache then holds gradient norms, and ``observe``
+            (which records training losses) is refused. Default ``"loss"``.
         split: ``split(batch) -> (inputs, targets)``; default takes a 2-sequence or ``input``/``target`` keys.
         forward: ``forward(model, inputs) -> outputs``; default ``model(inputs)``.
         reduce: ``reduce(losses, targets) -> (B,)`` for losses with extra dims; default mean over them.
@@ -109,6 +117,7 @@ class EngineOptions(TypedDict, total=False):
     device: torch.device | str | None
     score_mode: ScoreMode
     autocast_dtype: torch.dtype | None
+    score: ScoreName
     split: SplitFn | None
     forward: ForwardFn | None
     reduce: ReduceFn | None
@@ -150,10 +159,15 @@ def check_engine_options(model: Any, keep: Any, schedule: Any, batch_size: Any, 
 
 
 def fingerprint(
-    policy: SelectionPolicy, cache: LossCache | None, batch_size: int | None, return_weights: bool
+    policy: SelectionPolicy,
+    cache: LossCache | None,
+    batch_size: int | None,
+    return_weights: bool,
+    score: str = "loss",
 ) -> dict[str, Any]:
     """The options a saved state depends on: the policy (and a wrapped one), its history size, the cache layout (and
-    its ``refresh`` where not the default), ``batch_size`` and ``return_weights``."""
+    its ``refresh`` where not the default), ``batch_size``, ``return_weights`` and ``score`` (what cached scores and a
+    policy's history hold)."""
     base = getattr(policy, "base", None)
     name = type(policy).__name__ + (f"({type(base).__name__})" if base is not None else "")
     history = getattr(base if base is not None else policy, "history", None)
@@ -167,7 +181,11 @@ def fingerprint(
         "cache": layout,
         "batch_size": batch_size,
         "return_weights": return_weights,
+        "score": score,
     }
+
+
+_ADDED_LATER = {"score": "loss"}  # options a state from before them lacks, with the value it was saved under
 
 
 def check_fingerprint(saved: Any, current: dict[str, Any]) -> None:
@@ -179,9 +197,10 @@ def check_fingerprint(saved: Any, current: dict[str, Any]) -> None:
     if saved is None:
         raise ValueError("this is not a SelectionEngine state (it has no 'options'): pass the state_dict() of one")
     for name, value in current.items():
-        if saved.get(name) != value:
+        was = saved.get(name, _ADDED_LATER.get(name))
+        if was != value:
             raise ValueError(
-                f"the state was saved with {name}={saved.get(name)!r} but this loader has {name}={value!r}: "
+                f"the state was saved with {name}={was!r} but this loader has {name}={value!r}: "
                 f"build it with the same {name} to resume"
             )
 

@@ -236,9 +236,16 @@ class SBStep:
         self.finite_check.settle()
 
     def observe(self, batch: Any, losses: torch.Tensor, now: int) -> None:
-        """Record per-sample training losses of a yielded ``batch`` into the cache (detached, no sync)."""
+        """Record per-sample training losses of a yielded ``batch`` into the cache (detached, no sync); refused
+        unless ``score="loss"`` (the cache holds the scores)."""
         if self.cache is None:
             raise ValueError("observe() records losses into a LossCache: pass cache=LossCache(...) to the loader")
+        if self.scorer.score != "loss":
+            raise ValueError(
+                f"observe() records training losses, but this loader scores by score={self.scorer.score!r} and its "
+                "LossCache holds those scores, which losses would mix with: leave observe() out (the cache reuses "
+                "the scores until they are stale), or score by loss (score='loss')"
+            )
         if not isinstance(losses, torch.Tensor) or losses.dim() != 1:
             shape = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses).__name__
             raise ValueError(f"observe needs per-sample losses of shape (B,), got {shape}: use reduction='none'")

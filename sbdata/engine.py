@@ -15,7 +15,7 @@ from torch import nn
 from . import _options
 from ._clock import PassClock
 from ._intake import Intake, model_device
-from ._options import ForwardFn, IdKey, LossFn, NanPolicy, PolicyArg, ReduceFn, ScoreMode, SplitFn, SyncMode
+from ._options import ForwardFn, IdKey, LossFn, NanPolicy, PolicyArg, ReduceFn, ScoreMode, ScoreName, SplitFn, SyncMode
 from ._output import Output
 from ._step import SBStep
 from .cache import LossCache
@@ -55,6 +55,7 @@ class SelectionEngine:
         device: torch.device | str | None = None,
         score_mode: ScoreMode = "eval",
         autocast_dtype: torch.dtype | None = None,
+        score: ScoreName = "loss",
         split: SplitFn | None = None,
         forward: ForwardFn | None = None,
         reduce: ReduceFn | None = None,
@@ -82,6 +83,7 @@ class SelectionEngine:
             score_mode=score_mode,
             scale_factor=scale_factor,
             autocast_dtype=autocast_dtype,
+            score=score,
         )
         self.sb_step = SBStep(
             scoring_module(model),
@@ -273,7 +275,9 @@ class SelectionEngine:
     # ----------------------------------------------------------------- state
     def options(self) -> dict[str, Any]:
         """The options a state depends on; :meth:`load_state_dict` refuses a state saved with others."""
-        return _options.fingerprint(self.policy, self.cache, self.batch_size, self.return_weights)
+        return _options.fingerprint(
+            self.policy, self.cache, self.batch_size, self.return_weights, self.sb_step.scorer.score
+        )
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly: clock, generator, policy, pool, queued outputs and stats.
@@ -294,7 +298,7 @@ class SelectionEngine:
 
         Raises:
             ValueError: if the state was saved with other options (policy, history size, cache layout,
-                ``batch_size``, ``return_weights``), naming the one that differs.
+                ``batch_size``, ``return_weights``, ``score``), naming the one that differs.
         """
         _options.check_fingerprint(state.get("options"), self.options())
         self._intake.device_checked = False

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from .history import LossHistory
+from .importance import ImportanceSampling
 from .policies import RandomK, RankWeighted, SelectionPolicy, TopK
 
 __all__ = ["POLICIES", "resolve_policy"]
 
 POLICIES: dict[str, type[SelectionPolicy]] = {
     "history": LossHistory,
+    "importance": ImportanceSampling,
     "random": RandomK,
     "rank": RankWeighted,
     "topk": TopK,

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._batch import as_tensor, map_fields
+from ._gradnorm import SCORES, closed_form_ignore_index, gradnorm
 
 __all__ = ["ScoreContext", "Scorer", "dropout_seed", "per_sample_loss_fn"]
 
@@ -180,6 +181,9 @@ class Scorer:
             dropout drawn from a seeded stream of its own, with every buffer restored afterwards). Default ``"eval"``.
         scale_factor: in (0, 1]; below 1 the inputs (3, 4 or 5 dims) are downsampled for scoring only. Default 1.
         autocast_dtype: run the pass under ``torch.autocast`` with this dtype; None disables. Default None.
+        score: ``"loss"`` (the per-sample loss) or ``"gradnorm"`` (the norm of each sample's loss gradient with
+            respect to the model's outputs: one ``torch.autograd.grad`` on detached outputs, or the closed form for
+            plain cross-entropy on (B, C) logits; see ``sbdata._gradnorm``). Default ``"loss"``.
     """
 
     def __init__(
@@ -191,8 +195,16 @@ class Scorer:
         score_mode: str = "eval",
         scale_factor: float = 1.0,
         autocast_dtype: torch.dtype | None = None,
+        score: str = "loss",
     ) -> None:
         self.loss_fn = per_sample_loss_fn(loss_fn)
+        if score not in SCORES:
+            raise ValueError(
+                f"score must be one of {SCORES}, got {score!r}: 'loss' ranks by the per-sample loss, 'gradnorm' by "
+                "the norm of its gradient with respect to the model's outputs"
+            )
+        self.score = score
+        self._ignore_index = closed_form_ignore_index(loss_fn) if score == "gradnorm" else None
         for name, hook in (("forward", forward), ("reduce", reduce)):
             if hook is not None and not callable(hook):
                 raise TypeError(f"{name} must be callable or None, got {type(hook).__name__}")
@@ -254,8 +266,21 @@ class Scorer:
         )
         with torch.no_grad(), scoring_mode(model, self.score_mode, device, seed), autocast:
             outputs = self.forward(model, inputs) if self.forward is not None else model(inputs)
-            losses = self._loss(outputs, targets)
-            return self._per_sample(losses, targets, batch_size)
+            return self._measure(outputs, targets, batch_size)
+
+    def _measure(self, outputs: Any, targets: Any, batch_size: int) -> torch.Tensor:
+        """The per-sample scores of ``outputs``: losses, or their gradient norms (``score="gradnorm"``)."""
+        if self.score == "loss":
+            return self._per_sample(self._loss(outputs, targets), targets, batch_size)
+        norms = gradnorm(
+            outputs, targets, self._ignore_index, lambda z, y: self._reduced(self._loss(z, y), y, batch_size)
+        )
+        if tuple(norms.shape) != (batch_size,):
+            raise ValueError(
+                f"score='gradnorm' got outputs of shape {tuple(norms.shape)} along the batch, expected ({batch_size},):"
+                " the forward must return one row of outputs per sample"
+            )
+        return norms if norms.dtype in _SCORE_DTYPES else norms.to(torch.float32)
 
     def _eval_pass(self, model: nn.Module, inputs: Any, targets: Any, batch_size: int) -> torch.Tensor:
         """The default pass (eval mode, no autocast): :func:`scoring_mode`'s eval branch written out, without its
@@ -265,7 +290,7 @@ class Scorer:
             try:
                 _set_training(model, modules, False, plain)
                 outputs = self.forward(model, inputs) if self.forward is not None else model(inputs)
-                return self._per_sample(self._loss(outputs, targets), targets, batch_size)
+                return self._measure(outputs, targets, batch_size)
             finally:
                 _restore_training(model, modules, flags, plain)
 
@@ -283,6 +308,15 @@ class Scorer:
             ) from error
 
     def _per_sample(self, losses: Any, targets: Any, batch_size: int) -> torch.Tensor:
+        losses = self._reduced(losses, targets, batch_size)
+        if losses.requires_grad:
+            losses = losses.detach()
+        # float32 at least (autocast may give half precision); float64 stays float64, so that losses differing only
+        # in float64 (1 + k * 1e-12) are ranked in their own order
+        return losses if losses.dtype in _SCORE_DTYPES else losses.to(torch.float32)
+
+    def _reduced(self, losses: Any, targets: Any, batch_size: int) -> torch.Tensor:
+        """``losses`` checked to be per-sample, with extra dimensions reduced to one value per sample."""
         if not isinstance(losses, torch.Tensor):
             raise TypeError(f"loss_fn returned {type(losses).__name__}, expected a tensor of per-sample losses")
         if losses.dim() == 0 or losses.shape[0] != batch_size:
@@ -295,8 +329,4 @@ class Scorer:
             if not isinstance(losses, torch.Tensor) or tuple(losses.shape) != (batch_size,):
                 shape = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses).__name__
                 raise ValueError(f"reduce returned {shape}, expected one loss per sample ({batch_size},)")
-        if losses.requires_grad:
-            losses = losses.detach()
-        # float32 at least (autocast may give half precision); float64 stays float64, so that losses differing only
-        # in float64 (1 + k * 1e-12) are ranked in their own order
-        return losses if losses.dtype in _SCORE_DTYPES else losses.to(torch.float32)
+        return losses

@@ -30,7 +30,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from sbdata import LossCache, LossHistory, RandomK, SBLoader, Schedule, SelectionEngine, TopK
+from sbdata import ImportanceSampling, LossCache, LossHistory, RandomK, SBLoader, Schedule, SelectionEngine, TopK
 from sbdata.policies import RankWeighted, keep_count
 from tests.helpers import OracleModel, ce, check_resume, expected_topk, ids_of, oracle_batch
 
@@ -340,6 +340,12 @@ def scenario_selection(rank: int) -> dict[str, Any]:
         sb = SBLoader([semantic_batch(rank)] * 100, OracleModel(SEMANTIC_LOSSES), ce, keep=0.5, policy="rank",
                       sync=sync)  # fmt: skip
         out[f"rank-{sync}-easiest-kept"] = sum(8 * rank + 1 in ids_of(batch) for batch in sb)
+    for sync in ("local", "global"):  # importance sampling by gradient norm, weighted
+        sb = SBLoader([semantic_batch(rank)], OracleModel(SEMANTIC_LOSSES), ce, keep=0.5, policy="importance",
+                      score="gradnorm", return_weights=True, sync=sync)  # fmt: skip
+        ((batch, weights),) = list(sb)
+        out[f"importance-{sync}"] = ids_of(batch)
+        out[f"importance-{sync}-weights"] = weights.tolist()
     return out
 
 
@@ -661,6 +667,17 @@ def test_global_rank_weights_come_from_the_global_batch(engine_records):
     # kept far more often than under its local ranks (inclusion about 0.43 against 0.06; 100 draws each).
     sel = engine_records[0]["selection"]
     assert sel["rank-local-easiest-kept"] < 20 < 30 < sel["rank-global-easiest-kept"]
+
+
+@SPAWNED
+def test_global_importance_samples_each_rank_by_its_own_gradnorms(engine_records):
+    for rank, records in enumerate(engine_records):
+        sel = records["selection"]
+        own = torch.tensor(SEMANTIC_LOSSES[8 * rank : 8 * rank + 8])
+        gradnorms = 2**0.5 * (1 - torch.exp(-own))  # the oracle's ||softmax - onehot|| (tests/test_importance.py)
+        drawn = ImportanceSampling().select(gradnorms, 0.5, torch.Generator().manual_seed(rank))
+        assert sel["importance-global"] == sel["importance-local"] == [8 * rank + i for i in drawn.index.tolist()]
+        assert sel["importance-global-weights"] == pytest.approx((1 / (8 * drawn.prob)).tolist())  # 1 / (N prob)
 
 
 @SPAWNED

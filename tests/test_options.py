@@ -10,7 +10,8 @@ from torch import nn
 
 import sbdata
 from sbdata import EngineOptions, SBCollator, SBLoader, SelectionEngine
-from sbdata._options import NanPolicy, PolicyName, ScoreMode, SyncMode, check_fingerprint, fingerprint
+from sbdata._gradnorm import SCORES
+from sbdata._options import NanPolicy, PolicyName, ScoreMode, ScoreName, SyncMode, check_fingerprint, fingerprint
 from sbdata._step import NAN_POLICIES
 from sbdata.distributed import SYNC_MODES
 from sbdata.registry import POLICIES
@@ -35,7 +36,13 @@ def test_typed_dict_lists_every_engine_keyword_option_with_its_type():
     typing.get_type_hints(EngineOptions)  # every annotation resolves
 
 
-ACCEPTED = [(PolicyName, POLICIES), (ScoreMode, SCORE_MODES), (NanPolicy, NAN_POLICIES), (SyncMode, SYNC_MODES)]
+ACCEPTED = [
+    (PolicyName, POLICIES),
+    (ScoreMode, SCORE_MODES),
+    (ScoreName, SCORES),
+    (NanPolicy, NAN_POLICIES),
+    (SyncMode, SYNC_MODES),
+]
 
 
 @pytest.mark.parametrize("alias, values", ACCEPTED)

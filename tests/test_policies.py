@@ -144,7 +144,9 @@ def test_policies_leave_global_rngs_alone():
 
 
 def test_resolve_policy_errors():
-    with pytest.raises(ValueError, match=r"unknown policy 'biggest'.*\['history', 'random', 'rank', 'topk'\]"):
+    with pytest.raises(
+        ValueError, match=r"unknown policy 'biggest'.*\['history', 'importance', 'random', 'rank', 'topk'\]"
+    ):
         resolve_policy("biggest")
     with pytest.raises(TypeError, match="policy must be a name"):
         resolve_policy(3)

@@ -137,6 +137,11 @@ CONFIGS = [
     pytest.param({"cache": "keyed-strings", "observe": True}, id="keyed-strings-observe"),
     pytest.param({"cache": "keyed-strings", "observe": True, "refresh": "scored"}, id="keyed-strings-observe-scored"),
     pytest.param({"cache": "keyed-strings", "observe": True, "batch_size": 8}, id="keyed-strings-pooled"),
+    pytest.param({"policy": "importance", "return_weights": True}, id="importance-weights"),
+    pytest.param({"policy": "importance", "nan_policy": "keep", "batch_size": 8}, id="importance-keep-pooled"),
+    pytest.param({"score": "gradnorm"}, id="topk-gradnorm"),
+    pytest.param({"policy": "importance", "score": "gradnorm", "return_weights": True}, id="importance-gradnorm"),
+    pytest.param({"cache": "dense", "policy": "importance", "score": "gradnorm"}, id="dense-cache-gradnorm"),
 ]
 
 
