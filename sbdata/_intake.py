@@ -141,6 +141,7 @@ class Intake:
             return sb_step.scorer(sb_step.model, inputs, targets, size, device, seed)
 
         self.auto.probe(sb_step.split, score, batch, n)  # type: ignore[union-attr]
+        self.tracker.samples_scored += n
 
     def end_source(self) -> None:
         """The epoch's source ran out: report a non-finite loss whose flag is still in flight, then queue the pool's

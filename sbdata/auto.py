@@ -21,7 +21,7 @@ import torch
 
 from ._hostcopy import HostCopy
 from ._meter import CostMeter
-from .gain import CostTable, best_keep, score_sums, tau_from_sums
+from .gain import CostTable, best_keep, score_share, score_sums, tau_from_sums
 
 __all__ = ["Auto", "AutoController"]
 
@@ -205,8 +205,7 @@ class AutoController:
         keep, self.speedup = best_keep(self.tau, costs, batch, batch_size=self.batch_size,
                                        min_keep=self.settings.min_keep, max_keep=self.settings.max_keep,
                                        step=self.settings.grid, reuse=reuse)  # fmt: skip
-        scoring = costs.score(batch) * (1 - reuse)
-        self.score_share = scoring / (scoring + costs.train(self.batch_size or batch) + costs.overhead)
+        self.score_share = score_share(keep, batch, costs, reuse, self.batch_size)
         if self.on and self.speedup < 1.0:
             self.on = False
         elif not self.on and self.speedup > 1.0 + self.settings.margin:

@@ -26,6 +26,7 @@ __all__ = [
     "effective_batch",
     "keep_grid",
     "pool_speedup",
+    "score_share",
     "score_sums",
     "shrink_speedup",
     "tau",
@@ -157,6 +158,18 @@ def pool_speedup(
     progress = 1.0 / (keep + 1.0 / (tau_ * tau_))
     train = costs.train(batch_size)
     return progress * train / (scoring * (1 - reuse) + train + calls * costs.overhead)
+
+
+def score_share(
+    keep: float, batch: int, costs: CostTable, reuse: float = 0.0, batch_size: int | None = None
+) -> float:
+    """The scoring pass's share of a selection step's seconds (per loader batch; per output batch when pooled)."""
+    if batch_size is None:
+        scoring, rest = costs.score(batch) * (1 - reuse), costs.train(keep_count(keep, batch)) + costs.overhead
+    else:
+        calls = batch_size / keep / batch
+        scoring, rest = calls * costs.score(batch) * (1 - reuse), costs.train(batch_size) + calls * costs.overhead
+    return scoring / (scoring + rest) if scoring + rest > 0 else 0.0
 
 
 def keep_grid(min_keep: float, max_keep: float, step: float = 0.05) -> list[float]:
