@@ -160,9 +160,7 @@ def pool_speedup(
     return progress * train / (scoring * (1 - reuse) + train + calls * costs.overhead)
 
 
-def score_share(
-    keep: float, batch: int, costs: CostTable, reuse: float = 0.0, batch_size: int | None = None
-) -> float:
+def score_share(keep: float, batch: int, costs: CostTable, reuse: float = 0.0, batch_size: int | None = None) -> float:
     """The scoring pass's share of a selection step's seconds (per loader batch; per output batch when pooled)."""
     if batch_size is None:
         scoring, rest = costs.score(batch) * (1 - reuse), costs.train(keep_count(keep, batch)) + costs.overhead

@@ -327,7 +327,7 @@ def test_ranks_decide_alike():
     (_, first), (_, second) = records[0], records[1]
     assert first["history"] == second["history"] and first["sizes"] == second["sizes"]
     # the pooled sums: half the batches concentrated, so a global tau between flat and concentrated
-    global_tau = math.sqrt((sum(x * x for x in PHASES["conc"] + PHASES["flat"]) / (2 * B)))
+    global_tau = math.sqrt(sum(x * x for x in PHASES["conc"] + PHASES["flat"]) / (2 * B))
     global_tau /= sum(PHASES["conc"] + PHASES["flat"]) / (2 * B)
     assert first["history"][0][3] == pytest.approx(global_tau)
 
