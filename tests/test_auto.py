@@ -19,7 +19,7 @@ import torch.distributed as dist
 from torchdata.nodes import IterableWrapper, Loader
 
 import sbdata
-from sbdata import Auto, CostTable, LossCache, SBCollator, SBLoader, Schedule, SelectionEngine
+from sbdata import Auto, CostTable, LossCache, SBCollator, SBLoader, Schedule, SelectionEngine, keep_count
 from sbdata.gain import best_keep, tau
 from sbdata.nodes import SBSelector
 from sbdata.wds import sb_select
@@ -334,3 +334,16 @@ def test_ranks_decide_alike():
 
 def test_auto_is_exported():
     assert sbdata.Auto is Auto and sbdata.CostTable is CostTable
+
+
+@pytest.mark.slow
+def test_transformers_trainer_passes_keep_auto_through(tmp_path):
+    pytest.importorskip("transformers")
+    from tests.test_integration_transformers import BATCH, make_trainer
+
+    trainer = make_trainer(tmp_path, sb_options={"keep": Auto(every=1, probe_every=1, costs=FE)})
+    trainer.train()
+    stats = trainer.sb.stats
+    assert stats.auto_history and stats.steps == len(trainer.seen)  # decisions were taken, every batch trained
+    shares = {keep for _, on, keep, *_ in stats.auto_history if on}
+    assert {len(step) for step in trainer.seen} <= {BATCH} | {keep_count(keep, BATCH) for keep in shares}
