@@ -32,6 +32,7 @@ class CostMeter:
     """
 
     def __init__(self, device: torch.device, clock: Callable[[], float] | None) -> None:
+        self.device = device
         self.events = device.type == "cuda" and clock is None
         self.clock = clock if clock is not None else (time.thread_time if device.type == "cpu" else time.perf_counter)
         self.score_times: dict[int, list[float]] = {}  # size -> [seconds, calls]
@@ -43,14 +44,14 @@ class CostMeter:
     def begin_score(self) -> None:
         if self.events:
             self._started = torch.cuda.Event(enable_timing=True)
-            self._started.record()
+            self._started.record(torch.cuda.current_stream(self.device))
         else:
             self._started = self.clock()
 
     def end_score(self, n: int) -> None:
         if self.events:
             end = torch.cuda.Event(enable_timing=True)
-            end.record()
+            end.record(torch.cuda.current_stream(self.device))
             self._in_flight.append((self._started, end, n))
             del self._in_flight[:-MAX_IN_FLIGHT]
         else:

@@ -30,6 +30,10 @@ __all__ = ["Auto", "AutoController"]
 class Auto:
     """Settings of ``keep="auto"`` (``"auto"`` is ``Auto()``).
 
+    Selection starts off. The first read, after ``every`` scored steps, only starts the window's copy to the host;
+    the first decision comes at the second read, from that window (with the defaults, after 32 probes: 256 loader
+    batches). From then on, one decision per ``every`` scored steps.
+
     Attributes:
         min_keep / max_keep: the range of shares selection may keep, 0 < min_keep <= max_keep <= 1.
             Defaults 0.1, 0.9.
