@@ -11,9 +11,9 @@ from torch import nn
 
 from . import _batch, _sequence
 from ._clock import PassClock
+from ._controller import AutoController
 from ._output import Output
 from ._step import SBStep
-from .auto import AutoController
 from .schedule import Schedule
 from .scoring import dropout_seed
 from .stats import StatsTracker

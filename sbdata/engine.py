@@ -15,11 +15,12 @@ from torch import nn
 
 from . import _options
 from ._clock import PassClock
+from ._controller import AutoController
 from ._intake import Intake, model_device
 from ._options import ForwardFn, IdKey, KeepArg, LossFn, NanPolicy, PolicyArg, ReduceFn, ScoreMode, SplitFn, SyncMode
 from ._output import Output
 from ._step import SBStep
-from .auto import AutoController, as_auto
+from .auto import as_auto
 from .cache import LossCache
 from .distributed import in_job, joined_late, make_lockstep, scoring_module
 from .policies import SelectionPolicy
