@@ -185,12 +185,17 @@ def test_live_costs_from_a_fixed_clock():
 
 
 def test_observed_losses_feed_the_estimate_while_off():
-    table, batches = plan(("flat", 6))
+    table, batches = plan(("conc", 3))
     cache = LossCache(size=len(table), staleness=1)
-    sb = SBLoader(batches, OracleModel(table), ce, keep=settings(), cache=cache, id_key=lambda b: b[0][:, 0].long())
+    expensive = CostTable(score_per_sample=10.0, train_per_sample=1.0)  # never pays: stays off
+    keep = settings(costs=expensive, probe_every=100)  # no probe in this epoch: only observe() feeds the sums
+    sb = SBLoader(batches, OracleModel(table), ce, keep=keep, cache=cache, id_key=lambda b: b[0][:, 0].long())
     for out in sb:
         sb.observe(out, ce(sb.engine.model(out[0]), out[1], reduction="none"))
-    assert not sb.stats.auto_on and sb.stats.auto_tau == pytest.approx(1.0)
+    total, squares, count = sb.engine.auto.sums.tolist()
+    assert count == 3 * B and total == pytest.approx(3 * sum(PHASES["conc"]), rel=1e-5)
+    assert math.sqrt(count * squares) / total == pytest.approx(tau(PHASES["conc"]), rel=1e-5)
+    assert not sb.stats.auto_on and sb.stats.sb_steps == 0
 
 
 # ----------------------------------------------------------------------------------------------- state
