@@ -11,9 +11,11 @@ from torch import nn
 
 from . import _batch, _sequence
 from ._clock import PassClock
+from ._controller import AutoController
 from ._output import Output
 from ._step import SBStep
 from .schedule import Schedule
+from .scoring import dropout_seed
 from .stats import StatsTracker
 
 __all__ = ["Intake", "model_device"]
@@ -38,6 +40,8 @@ class Intake:
         output: where plain batches and kept subsets go.
         tracker: the statistics (steps, samples seen, scoring seconds).
         clock: the engine's clock, counted here once a batch has been processed.
+        auto: the ``keep="auto"`` controller, or None: it routes each batch the schedule selects on (select, or
+            yield it whole, probe-scoring some).
     """
 
     def __init__(
@@ -49,6 +53,7 @@ class Intake:
         output: Output,
         tracker: StatsTracker,
         clock: PassClock,
+        auto: AutoController | None = None,
     ) -> None:
         self.model = model
         self.device = device
@@ -57,6 +62,7 @@ class Intake:
         self.output = output
         self.tracker = tracker
         self.clock = clock
+        self.auto = auto
         first = next(model.parameters(), None)
         self.anchored = first is not None and first.device == device  # guard only what was true at the start
         self.device_checked = False  # checked once per epoch: the check walks the model's parameters
@@ -90,10 +96,18 @@ class Intake:
         clock, sb_step = self.clock, self.sb_step
         if active is None:
             active = self.schedule.is_active(clock.step, clock.epoch_step)
+        auto, routed, probe = self.auto, False, False
+        if auto is not None and active and n:
+            routed = True
+            active, probe = auto.route(clock.step)  # a counter check, and a read once a window is full
         if not active or n == 0:
             batch = _sequence.sequence_to_device(batch, self.device) if flat else _batch.to_device(batch, self.device)
+            if probe:
+                self._probe(batch, n)
             self.output.add_plain(batch, n)
             self._count(n)
+            if routed:
+                auto.count(False, probe, n)  # type: ignore[union-attr]
             return
         ids = None if sb_step.id_key is None else sb_step.ids(batch)  # read before the move: host ids cost no sync
         batch = _sequence.sequence_to_device(batch, self.device) if flat else _batch.to_device(batch, self.device)
@@ -102,14 +116,32 @@ class Intake:
         started = time.perf_counter()
         step = clock.step
         now = step + 1 if sb_step.cache is None else self.now(step + 1)
+        meter = None if auto is None else auto.meter
+        if meter is not None:
+            meter.begin_score()
         try:
             kept = sb_step(batch, n, ids, now, step, flat)
         except BaseException:
             tracker.restore_counters(saved)
             raise
+        if meter is not None:
+            meter.end_score(n)
         tracker.scoring_seconds += time.perf_counter() - started
         self.output.add_kept(kept.subset, kept.size, kept.ratio, kept.expected, kept.candidates, emit_empty)
         self._count(n)
+        if routed:
+            auto.count(True, True, n)  # type: ignore[union-attr]
+
+    def _probe(self, batch: Any, n: int) -> None:
+        """Score a batch that is yielded whole, for ``keep="auto"``'s estimate (dropout seeded as an SB step's)."""
+        sb_step, device = self.sb_step, self.device
+        seed = dropout_seed(sb_step.generator.initial_seed(), self.clock.step)
+
+        def score(inputs: Any, targets: Any, size: int) -> torch.Tensor:
+            return sb_step.scorer(sb_step.model, inputs, targets, size, device, seed)
+
+        self.auto.probe(sb_step.split, score, batch, n)  # type: ignore[union-attr]
+        self.tracker.samples_scored += n
 
     def end_source(self) -> None:
         """The epoch's source ran out: report a non-finite loss whose flag is still in flight, apply the cache's

@@ -22,6 +22,7 @@ else:  # pragma: no cover - Python 3.10
 
     from typing_extensions import Unpack
 
+from .auto import Auto, as_auto
 from .cache import LossCache
 from .policies import SelectionPolicy
 from .schedule import Schedule
@@ -30,6 +31,7 @@ __all__ = [
     "EngineOptions",
     "ForwardFn",
     "IdKey",
+    "KeepArg",
     "LossFn",
     "NanPolicy",
     "PolicyArg",
@@ -52,6 +54,8 @@ PolicyName: TypeAlias = Literal["topk", "rank", "random", "history", "importance
 """The built-in policies by name (``sbdata.registry.POLICIES``)."""
 PolicyArg: TypeAlias = PolicyName | SelectionPolicy
 """What ``policy=`` takes: a built-in policy's name or a :class:`~sbdata.SelectionPolicy` instance."""
+KeepArg: TypeAlias = float | Literal["auto"] | Auto | None
+"""What ``keep=`` takes: a share in (0, 1], ``"auto"`` or :class:`~sbdata.Auto` settings, or None (0.5)."""
 SplitFn: TypeAlias = Callable[[Any], tuple[Any, Any]]
 """``split(batch) -> (inputs, targets)``."""
 ForwardFn: TypeAlias = Callable[[nn.Module, Any], Any]
@@ -72,7 +76,8 @@ class EngineOptions(TypedDict, total=False):
 
     Attributes:
         keep: share of each SB batch to keep, in (0, 1]. Default 0.5. For ``"history"`` it sets
-            ``beta = 1/keep - 1``.
+            ``beta = 1/keep - 1``. ``"auto"`` (or ``sbdata.Auto(...)`` for its settings) selects only while the
+            online gain estimate predicts a speed-up, with the share that maximises it (``docs/method_card.md``).
         policy: ``"topk"``, ``"rank"``, ``"random"``, ``"history"``, ``"importance"`` or a
             :class:`~sbdata.SelectionPolicy`. Default ``"topk"``.
         schedule: a :class:`~sbdata.Schedule`; None selects on every batch. Default None.
@@ -110,7 +115,7 @@ class EngineOptions(TypedDict, total=False):
             more than one rank, the engine runs in lockstep with them. Default None.
     """
 
-    keep: float | None
+    keep: KeepArg
     policy: PolicyArg
     schedule: Schedule | None
     scale_factor: float
@@ -140,15 +145,20 @@ def check_engine_options(model: Any, keep: Any, schedule: Any, batch_size: Any, 
 
     Raises:
         TypeError: for a model that is not an ``nn.Module`` or a schedule without ``is_active``.
-        ValueError: for ``keep`` outside (0, 1], a ``batch_size`` that is not an int >= 1, or ``drop_last``
-            without ``batch_size``.
+        ValueError: for ``keep`` outside (0, 1] and not ``"auto"``/``Auto``, a ``batch_size`` that is not an
+            int >= 1, or ``drop_last`` without ``batch_size``.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be the torch.nn.Module being trained, got {type(model).__name__}")
+    auto = as_auto(keep)
+    if auto is not None:  # the controller sets the share; the policy is told that the user chose it
+        keep = min(max(0.5, auto.min_keep), auto.max_keep)
     keep_given = keep is not None
     keep = 0.5 if keep is None else keep
     if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep <= 1:
-        raise ValueError(f"keep must be in (0, 1] (the share of each batch to train on), got {keep!r}")
+        raise ValueError(
+            f"keep must be in (0, 1] (the share of each batch to train on), 'auto' or sbdata.Auto(...), got {keep!r}"
+        )
     if schedule is not None and not callable(getattr(schedule, "is_active", None)):
         raise TypeError(f"schedule must be a sbdata.Schedule or None, got {type(schedule).__name__}")
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
@@ -164,10 +174,12 @@ def fingerprint(
     batch_size: int | None,
     return_weights: bool,
     score: str = "loss",
+    auto: Auto | None = None,
 ) -> dict[str, Any]:
     """The options a saved state depends on: the policy (and a wrapped one), its history size, the cache layout (and
-    its ``refresh`` where not the default), ``batch_size``, ``return_weights`` and ``score`` (what cached scores and a
-    policy's history hold)."""
+    its ``refresh`` where not the default), ``batch_size``, ``return_weights``, ``score`` (what cached scores and a
+    policy's history hold) and ``keep="auto"``'s settings (None for a fixed share, as in states saved before the
+    option existed)."""
     base = getattr(policy, "base", None)
     name = type(policy).__name__ + (f"({type(base).__name__})" if base is not None else "")
     history = getattr(base if base is not None else policy, "history", None)
@@ -182,6 +194,7 @@ def fingerprint(
         "batch_size": batch_size,
         "return_weights": return_weights,
         "score": score,
+        "keep": None if auto is None else auto.describe(),
     }
 
 

@@ -108,6 +108,7 @@ class SBStep:
         self.tracker = tracker
         self.lockstep = lockstep
         self.finite_check = FiniteCheck()
+        self.gain: Any = None  # keep="auto": the controller, whose add(scores) gets every SB step's scores
         if cache is not None:
             cache.bind(device)
         if self.return_weights and not self.policy.weighted:
@@ -158,6 +159,8 @@ class SBStep:
             scores = self.policy.adjust(losses, context)
         else:
             scores = losses  # SelectionPolicy.adjust is the identity
+        if self.gain is not None:
+            self.gain.add(scores)
         candidates, scores = self._screen(scores, step)
         population = None
         if self.lockstep is not None and self.sync == "global" and self.policy.uses_population:

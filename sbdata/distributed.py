@@ -134,6 +134,12 @@ class Lockstep:
         dist.all_reduce(flags, op=dist.ReduceOp.MIN, group=self.group)
         return flags.tolist()
 
+    def reduce_sum(self, values: list[float]) -> list[float]:
+        """Element-wise sum of ``values`` over all ranks (float64): one ``all_reduce`` (``keep="auto"``'s reads)."""
+        sums = torch.tensor(values, dtype=torch.float64, device=self.flag_device)
+        dist.all_reduce(sums, op=dist.ReduceOp.SUM, group=self.group)
+        return sums.tolist()
+
     # ----------------------------------------------------------------- driving
     def next_output(self, engine: SelectionEngine, source: Iterator[Any]) -> Any:
         """The engine's :meth:`~sbdata.SelectionEngine.next_output` in lockstep with the other ranks.

@@ -6,6 +6,7 @@ Front ends (:class:`~sbdata.SBLoader`, :class:`~sbdata.SBCollator`, ``sbdata.nod
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,10 +15,24 @@ from torch import nn
 
 from . import _options
 from ._clock import PassClock
+from ._controller import AutoController
 from ._intake import Intake, model_device
-from ._options import ForwardFn, IdKey, LossFn, NanPolicy, PolicyArg, ReduceFn, ScoreMode, ScoreName, SplitFn, SyncMode
+from ._options import (
+    ForwardFn,
+    IdKey,
+    KeepArg,
+    LossFn,
+    NanPolicy,
+    PolicyArg,
+    ReduceFn,
+    ScoreMode,
+    ScoreName,
+    SplitFn,
+    SyncMode,
+)
 from ._output import Output
 from ._step import SBStep
+from .auto import as_auto
 from .cache import LossCache
 from .distributed import in_job, joined_late, make_lockstep, scoring_module
 from .policies import SelectionPolicy
@@ -48,7 +63,7 @@ class SelectionEngine:
         model: nn.Module,
         loss_fn: LossFn,
         *,
-        keep: float | None = None,
+        keep: KeepArg = None,
         policy: PolicyArg = "topk",
         schedule: Schedule | None = None,
         scale_factor: float = 1.0,
@@ -69,6 +84,7 @@ class SelectionEngine:
         sync: SyncMode = "local",
         process_group: Any = None,
     ) -> None:
+        settings = as_auto(keep)
         keep, keep_given = _options.check_engine_options(model, keep, schedule, batch_size, drop_last)
         self.model = model
         self.schedule = schedule if schedule is not None else Schedule()
@@ -108,8 +124,14 @@ class SelectionEngine:
         self.return_weights = self.sb_step.return_weights
         self.output = Output(batch_size, self.drop_last, self.return_weights, self.device)
         self.pool = self.output.pool
+        self.auto = None
+        if settings is not None:
+            self.auto = AutoController(settings, self.sb_step, self.device, batch_size, self.tracker, self._lockstep)
+            self.sb_step.gain = self.auto
         self._clock = PassClock()
-        self._intake = Intake(model, self.device, self.schedule, self.sb_step, self.output, self.tracker, self._clock)
+        self._intake = Intake(
+            model, self.device, self.schedule, self.sb_step, self.output, self.tracker, self._clock, self.auto
+        )
 
     # ----------------------------------------------------------------- clock
     @property
@@ -140,7 +162,9 @@ class SelectionEngine:
 
     @property
     def stats(self) -> SBStats:
-        return self.tracker.snapshot()
+        """The running statistics (with ``keep="auto"``, the controller's ``auto_*`` fields too)."""
+        snapshot = self.tracker.snapshot()
+        return snapshot if self.auto is None else dataclasses.replace(snapshot, **self.auto.stats())
 
     @property
     def pending(self) -> int:
@@ -206,6 +230,8 @@ class SelectionEngine:
             StopIteration: when ``source`` is exhausted and everything held has been emitted; under
                 ``torch.distributed``, when that is so on any rank (see :class:`~sbdata.distributed.Lockstep`).
         """
+        if self.auto is not None and self.auto.meter is not None:
+            self.auto.meter.requested()  # the training step on the last output ended
         try:
             if self._lockstep is not None:
                 return self._lockstep.next_output(self, source)
@@ -232,6 +258,8 @@ class SelectionEngine:
         """
         if self.pool is not None:
             raise ValueError("process() yields one batch per loader batch; it cannot serve the pooled batch_size= path")
+        if self.auto is not None and self.auto.meter is not None:
+            self.auto.meter.requested()
         self.push(batch, emit_empty=True)
         return self.pop_output()
 
@@ -254,6 +282,8 @@ class SelectionEngine:
         """Hand on the oldest queued output (counted in ``stats.samples_yielded`` now)."""
         out, size = self.output.pop()
         self.tracker.samples_yielded += size
+        if self.auto is not None and self.auto.meter is not None:
+            self.auto.meter.handed(size)
         return out
 
     def end_source(self) -> None:
@@ -271,12 +301,15 @@ class SelectionEngine:
         the device, so nothing synchronises. Samples so observed need no rescoring while fresh.
         """
         self.sb_step.observe(batch, losses, self._intake.now())
+        if self.auto is not None:
+            self.auto.observed(losses.detach())
 
     # ----------------------------------------------------------------- state
     def options(self) -> dict[str, Any]:
         """The options a state depends on; :meth:`load_state_dict` refuses a state saved with others."""
+        auto = None if self.auto is None else self.auto.settings
         return _options.fingerprint(
-            self.policy, self.cache, self.batch_size, self.return_weights, self.sb_step.scorer.score
+            self.policy, self.cache, self.batch_size, self.return_weights, self.sb_step.scorer.score, auto
         )
 
     def state_dict(self) -> dict[str, Any]:
@@ -291,6 +324,7 @@ class SelectionEngine:
             "output": self.output.state_dict(),
             "stats": self.tracker.state_dict(),
             "lockstep": None if self._lockstep is None else self._lockstep.state_dict(),
+            "auto": None if self.auto is None else self.auto.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -298,7 +332,8 @@ class SelectionEngine:
 
         Raises:
             ValueError: if the state was saved with other options (policy, history size, cache layout,
-                ``batch_size``, ``return_weights``, ``score``), naming the one that differs.
+                ``batch_size``, ``return_weights``, ``score``, ``keep="auto"`` and its settings), naming the one that
+                differs.
         """
         _options.check_fingerprint(state.get("options"), self.options())
         self._intake.device_checked = False
@@ -307,4 +342,6 @@ class SelectionEngine:
         self.tracker.load_state_dict(state["stats"])
         if self._lockstep is not None and state.get("lockstep") is not None:
             self._lockstep.load_state_dict(state["lockstep"])
+        if self.auto is not None:
+            self.auto.load_state_dict(state["auto"])  # the fingerprint says it was saved with keep="auto"
         self._clock.load_state_dict(state)  # last: marks the state as loaded

@@ -31,6 +31,14 @@ class SBStats:
             counts, so one NaN does not make the means NaN for the rest of the run.
         scoring_seconds: host wall-clock seconds spent in scoring and selection. On an accelerator this is launch
             time, not device time, since no synchronisation is forced.
+        auto_on: with ``keep="auto"``, whether selection is on now (False otherwise).
+        auto_on_share: share of the loader batches the schedule selects on that were selected (nan without auto).
+        auto_keep: the share kept now (1.0 while off; nan without auto).
+        auto_tau: the smoothed variance-reduction factor of the scores (nan before the first read).
+        auto_score_share: the scoring pass's predicted share of an SB step's seconds (nan before a decision).
+        auto_speedup: the predicted speed-up of selection at the best share (nan before a decision).
+        auto_history: ``(step, on, keep, tau, speedup)`` at each of the last decisions (bounded).
+        auto_reason: while off, why, in numbers ("" otherwise).
     """
 
     steps: int
@@ -43,6 +51,14 @@ class SBStats:
     mean_loss_kept: float
     mean_loss_dropped: float
     scoring_seconds: float
+    auto_on: bool = False
+    auto_on_share: float = math.nan
+    auto_keep: float = math.nan
+    auto_tau: float = math.nan
+    auto_score_share: float = math.nan
+    auto_speedup: float = math.nan
+    auto_history: tuple[tuple[float, ...], ...] = ()
+    auto_reason: str = ""
 
     @property
     def backprop_fraction(self) -> float:

@@ -19,12 +19,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from sbdata import LossCache, SBLoader, _hostcopy
+from sbdata import Auto, CostTable, LossCache, SBLoader, _hostcopy
 from tests.helpers import OracleModel, ce
 
 SBDATA = str(Path(__file__).resolve().parent.parent / "sbdata")
 EXEMPT = (str(Path(SBDATA) / "_hostcopy.py"),)
-COPIES_ALLOWED = (str(Path(SBDATA) / "_finite.py"),)  # the non-finite flag: one non-blocking copy per 8 SB steps
+COPIES_ALLOWED = (  # non-blocking copies at a fixed cadence, read once they have landed
+    str(Path(SBDATA) / "_finite.py"),  # the non-finite flag: one per 8 SB steps
+    str(Path(SBDATA) / "_controller.py"),  # keep="auto"'s score sums: one per `every` scored steps
+)
 READS = ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "cpu", "numpy", "nonzero", "unique")
 DATA_SIZED = ((torch, "nonzero"), (torch, "masked_select"), (torch, "unique"), (torch.Tensor, "masked_select"))
 
@@ -137,6 +140,9 @@ CONFIGS = [
     pytest.param({"cache": "keyed-strings", "observe": True}, id="keyed-strings-observe"),
     pytest.param({"cache": "keyed-strings", "observe": True, "refresh": "scored"}, id="keyed-strings-observe-scored"),
     pytest.param({"cache": "keyed-strings", "observe": True, "batch_size": 8}, id="keyed-strings-pooled"),
+    # keep="auto" on a fixed cost table: on (scoring nearly free; pooled), and off with probes every 2nd batch
+    pytest.param({"keep": Auto(every=2, costs=CostTable(1e-3, 3.0)), "batch_size": 8}, id="auto-on-pooled"),
+    pytest.param({"keep": Auto(every=2, probe_every=2, costs=CostTable.forward_equivalents())}, id="auto-off-probes"),
     pytest.param({"policy": "importance", "return_weights": True}, id="importance-weights"),
     pytest.param({"policy": "importance", "nan_policy": "keep", "batch_size": 8}, id="importance-keep-pooled"),
     pytest.param({"score": "gradnorm"}, id="topk-gradnorm"),
@@ -160,7 +166,7 @@ def test_no_sync_per_sb_step(config):
     for epoch in epochs:
         for batch in epoch:
             counter.host.update((id(v), v) for v in batch.values() if isinstance(v, torch.Tensor))
-    sb = SBLoader([], model, ce, keep=0.5, generator=1, **config)
+    sb = SBLoader([], model, ce, **{"keep": 0.5, "generator": 1, **config})
     steps = 0
     for epoch in epochs:
         sb.loader = epoch
