@@ -161,11 +161,13 @@ def train_run(split: Data, arm: Any, *, family: str, epochs: int, seed: int, eva
             for group in optimizer.param_groups:
                 group["lr"] = one_cycle((consumed - 1) / total, recipe["lr"])
             model.train()
+            weigh = getattr(probe, "weights", None)  # a pruning sampler's rescaling, or importance weights (* n)
             if probe.observe:
                 losses = F.cross_entropy(model(x), y, reduction="none")
                 probe.loader.observe(batch, losses)  # the one-line change a cache user makes
-                weigh = getattr(probe, "weights", None)  # a pruning sampler's rescaling of kept low-loss samples
                 loss = losses.mean() if weigh is None else (weigh(batch) * losses).mean()
+            elif weigh is not None:
+                loss = (weigh(batch) * F.cross_entropy(model(x), y, reduction="none")).mean()
             else:
                 loss = F.cross_entropy(model(x), y)
             optimizer.zero_grad(set_to_none=True)

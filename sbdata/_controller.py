@@ -49,7 +49,7 @@ class AutoController:
     # ----------------------------------------------------------------- per loader batch
     def route(self, step: int) -> tuple[bool, bool]:
         """``(select, probe)`` for a loader batch the schedule selects on; reads first when a window is full."""
-        if self.window >= self.settings.every:
+        if self.window >= (self.settings.every if self.on else self.settings.probes):
             self._read(step)
         if self.on:
             return True, False

@@ -25,18 +25,21 @@ __all__ = ["Auto", "as_auto"]
 class Auto:
     """Settings of ``keep="auto"`` (``"auto"`` is ``Auto()``).
 
-    Selection starts off. The first read, after ``every`` scored steps, only starts the window's copy to the host;
-    the first decision comes at the second read, from that window (with the defaults, after 32 probes: 256 loader
-    batches). From then on, one decision per ``every`` scored steps.
+    Selection starts off. The first read, after ``probes`` probes, only starts the window's copy to the host; the
+    first decision comes at the second read, from that window (with the defaults, after 8 probes: 256 loader
+    batches). From then on, one decision per ``every`` SB steps while on, per ``probes`` probes while off.
 
     Attributes:
         min_keep / max_keep: the range of shares selection may keep, 0 < min_keep <= max_keep <= 1.
             Defaults 0.1, 0.9.
         margin: selection turns on when the predicted speed-up exceeds ``1 + margin``, and off below 1, >= 0.
             Default 0.05.
-        every: scored steps (SB steps, or probes while off) per read and decision, an int >= 1. Default 16.
+        every: SB steps per read and decision while on, an int >= 1. Default 16.
         probe_every: while off, every ``probe_every``-th loader batch is scored (and still yielded whole), an int
-            >= 1. Default 8.
+            >= 1. Default 32: a probe costs one scoring forward, so while off the controller costs about
+            ``score[B] / (probe_every * train[B])`` of a step (under 1% for the benchmark ConvNet).
+        probes: probes per read and decision while off, an int >= 1. Default 4 (a decision per 128 loader batches
+            with the defaults).
         grid: step of the grid of shares tried, in (0, 1]. Default 0.05.
         smoothing: EMA factor of ``tau`` per read, in [0, 1). Default 0.9.
         costs: a fixed :class:`~sbdata.gain.CostTable` (tests; or a calibrated one); None measures live.
@@ -49,7 +52,8 @@ class Auto:
     max_keep: float = 0.9
     margin: float = 0.05
     every: int = 16
-    probe_every: int = 8
+    probe_every: int = 32
+    probes: int = 4
     grid: float = 0.05
     smoothing: float = 0.9
     costs: CostTable | None = None
@@ -70,7 +74,7 @@ class Auto:
                 f"Auto(min_keep={self.min_keep}, max_keep={self.max_keep}): min_keep must not exceed max_keep; "
                 "swap them or widen the range"
             )
-        for name in ("every", "probe_every", "history"):
+        for name in ("every", "probe_every", "probes", "history"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Auto.{name} must be an int >= 1, got {value!r}: pass e.g. {name}=16")
@@ -83,7 +87,7 @@ class Auto:
         """The settings a saved state depends on, for the options fingerprint."""
         return (
             f"auto(min_keep={self.min_keep}, max_keep={self.max_keep}, margin={self.margin}, every={self.every}, "
-            f"probe_every={self.probe_every}, grid={self.grid}, smoothing={self.smoothing})"
+            f"probe_every={self.probe_every}, probes={self.probes}, grid={self.grid}, smoothing={self.smoothing})"
         )
 
 

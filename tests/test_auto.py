@@ -48,7 +48,8 @@ def plan(*phases: tuple[str, int]) -> tuple[list[float], list[tuple[torch.Tensor
 
 def settings(**overrides: Any) -> Auto:
     """Read every 2 scored steps, probe every batch while off, no smoothing (tau is the window's), FE costs."""
-    return Auto(**{"every": 2, "probe_every": 1, "smoothing": 0.0, "margin": MARGIN, "costs": FE, **overrides})
+    values = {"every": 2, "probe_every": 1, "smoothing": 0.0, "margin": MARGIN, "costs": FE, **overrides}
+    return Auto(**{"probes": values["every"], **values})  # while off, a read per `every` probes too
 
 
 def sizes(outputs: list[Any]) -> list[int]:
@@ -275,7 +276,7 @@ def test_no_sync_per_step_with_keep_auto():
     cheap = CostTable(score_per_sample=0.001, train_per_sample=3.0)  # pooled, this pays even on a tau of 1.1
     for config in ({"costs": cheap, "batch_size": 8}, {"costs": FE}):  # on, and off with probes
         pooled = {"batch_size": config.pop("batch_size")} if "batch_size" in config else {}
-        auto = Auto(every=2, probe_every=2, **config)
+        auto = Auto(every=2, probe_every=2, probes=2, **config)
         sb = SBLoader([], OracleModel(LOSSES), ce, keep=auto, generator=1, **pooled)
         steps = 0
         for epoch in epochs:

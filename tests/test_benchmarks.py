@@ -142,3 +142,21 @@ def test_wide_candidates_read_batch_over_keep():
     loader, probe = arm.build(MODELS["mlp"](), data, family="mlp", batch=8, epochs=1, seed=0)
     assert probe.loader_batches_per_epoch == 2  # 64 samples in candidate batches of 32
     assert [len(batch[1]) for batch in loader] == [8, 8]
+
+
+@pytest.mark.slow
+def test_auto_benchmark_smoke(tmp_path):
+    run("auto.py", "all", "--smoke", "--jobs", "1", "--out", str(tmp_path))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert set(summary["suites"]) == {"cnn100k", "mlp100k", "noisy100k"}
+    for suite in summary["suites"].values():
+        arms = suite["arms"]
+        assert {"user", "tuned", "topk-0.25", "random-0.25", "importance-gradnorm-0.25", "auto"} <= set(arms)
+        assert arms["user"]["to_user_x"] is not None  # the user's recipe reaches its own mean final accuracy
+        assert 0.0 <= arms["auto"]["on_share"] <= 1.0 and arms["auto"]["predicted_speedup"] > 0
+    assert summary["suites"]["noisy100k"]["arms"]["topk-0.25"]["noisy_share"] is not None
+    assert summary["timing"]["ratio"] > 0 and summary["timing"]["probe_every"] == 32
+    assert any(name.endswith("never loses") for name in summary["targets"])
+    assert "## Targets" in (tmp_path / "table.md").read_text()
+    if PLOTS:
+        assert (tmp_path / "decisions.png").stat().st_size > 0

@@ -1,0 +1,118 @@
+"""Arms of the "does selection pay?" benchmark (``benchmarks/auto.py``): plain recipes and selection, as data.
+
+Every selection arm here uses the shrink layout (each SB batch trains ``ceil(keep * B)`` of its ``B``) and is always
+on; importance-sampling arms train on the weighted mean (``return_weights=True``), so their gradient is an unbiased
+estimate of the loader batch's. ``keep="auto"`` is sbdata's controller with its defaults (except a long decision
+history, for the plot).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from sbdata import SBLoader
+from sbdata.auto import Auto
+
+from ._arms import Probe
+from ._harness import ShuffledBatches
+
+HISTORY = 100_000  # decisions kept by the auto arms: the whole run, for the decisions plot
+
+
+def _inputs_targets(batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    return batch[0], batch[1]  # a third field (the clean labels of a noisy run) rides along, unscored
+
+
+class Weighted:
+    """An SBLoader with ``return_weights=True`` as plain batches: ``(*fields, weights * n)``, so that the weighted
+    loss is ``(batch[-1] * per_sample_loss).mean()`` (the weights sum to 1 over a batch of n)."""
+
+    def __init__(self, loader: SBLoader) -> None:
+        self.loader = loader
+
+    def set_epoch(self, epoch: int) -> None:
+        self.loader.set_epoch(epoch)
+
+    def __iter__(self):
+        for batch, weights in self.loader:
+            yield (*batch, weights * len(weights))
+
+
+@dataclass(frozen=True)
+class SelectArm:
+    """One configuration at its own batch and LR.
+
+    Attributes:
+        name: label in tables and plots.
+        batch: loader batch size.
+        lr: peak LR of the one-cycle schedule.
+        policy: None (plain training), or an sbdata policy name.
+        keep: the share kept per SB batch, or ``"auto"``.
+        score: ``"loss"`` or ``"gradnorm"`` (sbdata's ``score=``).
+        weighted: train on the importance-weighted mean (``return_weights=True``).
+    """
+
+    name: str
+    batch: int
+    lr: float
+    policy: str | None = None
+    keep: float | str = 1.0
+    score: str = "loss"
+    weighted: bool = False
+
+    @property
+    def recipe(self) -> dict[str, Any]:
+        return {"batch": self.batch, "lr": self.lr}
+
+    def describe(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k != "name"}
+
+    def build(self, model, split, *, family: str, batch: int, epochs: int, seed: int) -> tuple[Any, Probe]:
+        source = ShuffledBatches(split.fields(), self.batch, seed)
+        if self.policy is None:
+            return source, Probe(len(source))
+        keep = Auto(history=HISTORY) if self.keep == "auto" else self.keep
+        loader = SBLoader(
+            source, model, F.cross_entropy, keep=keep, policy=self.policy, score=self.score,
+            return_weights=self.weighted, generator=seed, nan_policy="keep", split=_inputs_targets,
+        )  # fmt: skip
+        probe = Probe(len(source), loader)
+        if self.weighted:
+            probe.weights = lambda batch: batch[-1]  # type: ignore[attr-defined]
+        if self.keep == "auto":
+            probe.extra = lambda: _decisions(loader)  # type: ignore[attr-defined]
+        return (Weighted(loader) if self.weighted else loader), probe
+
+
+def _decisions(loader: SBLoader) -> dict[str, Any]:
+    """What the controller decided over the run, for the record."""
+    stats = loader.stats
+    return {
+        "auto": {
+            "on_share": stats.auto_on_share,
+            "tau": stats.auto_tau,
+            "speedup": stats.auto_speedup,
+            "score_share": stats.auto_score_share,
+            "reason": stats.auto_reason,
+            "history": [list(d) for d in stats.auto_history],
+        }
+    }
+
+
+def suite_arms(user: dict[str, Any], tuned: dict[str, Any]) -> list[SelectArm]:
+    """The arms of one suite: the user's recipe, the tuned baseline, the best fixed SB arm and its random control,
+    importance sampling by loss and by gradient norm, and ``keep="auto"`` (each at the user's batch and LR)."""
+    b, lr = user["batch"], user["lr"]
+    return [
+        SelectArm("user", b, lr),
+        SelectArm("tuned", tuned["batch"], tuned["lr"]),
+        SelectArm("topk-0.25", b, lr, policy="topk", keep=0.25),
+        SelectArm("random-0.25", b, lr, policy="random", keep=0.25),
+        SelectArm("importance-0.25", b, lr, policy="importance", keep=0.25, weighted=True),
+        SelectArm("importance-gradnorm-0.25", b, lr, policy="importance", keep=0.25, score="gradnorm", weighted=True),
+        SelectArm("auto", b, lr, policy="importance", keep="auto", score="gradnorm", weighted=True),
+    ]

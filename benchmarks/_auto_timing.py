@@ -1,0 +1,89 @@
+"""Cheap when off: the per-step cost of ``keep="auto"`` while it stays off (probes included) against a plain loop.
+
+Both arms train the ConvNet at batch 256 on MNIST-1D batches held in memory. The auto arm's cost table says that
+selection never pays (scoring as dear per sample as training), so the controller stays off: every loader batch is
+trained whole, and every ``probe_every``-th one is scored too, for the estimate. Steps run in blocks of ``BLOCK``,
+the arms alternating, ``ROUNDS`` rounds after a warm-up; the ratio is of the medians of thread CPU time per step.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from sbdata import SBLoader
+from sbdata.auto import Auto
+from sbdata.gain import CostTable
+
+from ._harness import MODELS, RECIPES, dataset, write_results
+from ._timing import cpu_clock
+
+BLOCK, ROUNDS, WARMUP = 16, 15, 2
+OFF = CostTable(score_per_sample=1.0, train_per_sample=1.0)  # scoring as dear as training: selection never pays
+
+
+class Stepper:
+    """One arm's training step, batch after batch, its source restarted when it runs out."""
+
+    def __init__(self, batches: list[tuple[torch.Tensor, torch.Tensor]], auto: Auto | None) -> None:
+        torch.manual_seed(0)
+        self.model = MODELS["cnn"]()
+        recipe = RECIPES["cnn"]
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=recipe["lr"], weight_decay=1e-4)
+        self.source: Any = batches if auto is None else SBLoader(batches, self.model, F.cross_entropy, keep=auto)
+        self.batches = iter(self.source)
+
+    def step(self) -> None:
+        batch = next(self.batches, None)
+        if batch is None:
+            self.batches = iter(self.source)
+            batch = next(self.batches)
+        x, y = batch
+        self.model.train()
+        loss = F.cross_entropy(self.model(x), y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+
+
+def timing(out: Path, *, smoke: bool = False) -> dict[str, Any]:
+    """Interleaved per-step seconds of a plain loop and of auto while off; writes ``<out>/timing/timing.json``."""
+    data = dataset(4096 if smoke else 20_000)
+    x, y = data.x_train, data.y_train
+    batches = [(x[i : i + 256], y[i : i + 256]) for i in range(0, len(x) - 255, 256)]
+    auto = Auto()
+    arms = {"plain loop": Stepper(batches, None), "auto (off)": Stepper(batches, Auto(costs=OFF))}
+    rounds = 3 if smoke else ROUNDS
+    seconds: dict[str, list[float]] = {name: [] for name in arms}
+    for turn in range(WARMUP + rounds):
+        for name, stepper in arms.items() if turn % 2 == 0 else reversed(arms.items()):
+            started = cpu_clock()
+            for _ in range(BLOCK):
+                stepper.step()
+            if turn >= WARMUP:
+                seconds[name].append((cpu_clock() - started) / BLOCK)
+    medians = {name: statistics.median(values) for name, values in seconds.items()}
+    stats = arms["auto (off)"].source.stats
+    result = {
+        "per_step_ms": {name: 1e3 * value for name, value in medians.items()},
+        "ratio": medians["auto (off)"] / medians["plain loop"],
+        "ratio_per_round": [a / p for a, p in zip(seconds["auto (off)"], seconds["plain loop"], strict=True)],
+        "auto_on_share": stats.auto_on_share,
+        "probe_every": auto.probe_every,
+        "samples_scored": stats.samples_scored,
+        "block": BLOCK,
+        "rounds": rounds,
+    }
+    table = (
+        "| arm | ms per step (median) |\n| --- | --- |\n"
+        + "".join(f"| {name} | {1e3 * value:.3f} |\n" for name, value in medians.items())
+        + f"\nauto (off) / plain loop: {result['ratio']:.3f} (target <= 1.02; on-share {stats.auto_on_share:.2f})\n"
+    )
+    write_results(out / "timing", "timing", result, table)
+    (out / "timing" / "timing_raw.json").write_text(json.dumps(seconds))
+    return result
