@@ -21,6 +21,7 @@ re-exported here. See ``docs/design.md`` for the module map.
 
 from ._column import KeptColumn
 from ._options import EngineOptions, LossFn, PolicyArg
+from .advise import Advice, advise
 from .auto import Auto
 from .cache import LossCache, with_index
 from .collate import SBCollator
@@ -40,6 +41,7 @@ from .stats import SBStats
 __version__ = "0.1.0"
 
 __all__ = [
+    "Advice",
     "Auto",
     "CostTable",
     "EngineOptions",
@@ -62,6 +64,7 @@ __all__ = [
     "SelectionEngine",
     "SelectionPolicy",
     "TopK",
+    "advise",
     "keep_count",
     "select_using_loss",
     "should_selective_backprop",
