@@ -94,6 +94,51 @@ def suite_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+LM_SIGNAL = ("importance-gradnorm-0.5-shrink", "importance-0.5-shrink", "topk-0.5-shrink", "random-0.5-shrink")
+
+
+def val_at(run: dict[str, Any], seconds: float) -> float:
+    """A language-model run's validation loss (nats/byte) at ``seconds`` (its final loss if it ended sooner)."""
+    points = [(p["seconds"], p["val_loss"]) for p in run["curve"]]
+    value = at_cost(points, seconds)
+    return run["val_loss"] if value is None else value
+
+
+def lm_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per regime: each arm's final loss, seconds, and gap to the baseline at equal seconds (per seed: the loss of
+    both at the shorter run's seconds), and ``auto``'s decisions."""
+    out: dict[str, Any] = {}
+    for regime in sorted({r["regime"] for r in records}):
+        rows = [r for r in records if r["regime"] == regime and r["fraction"] == 1.0]
+        base = {r["seed"]: r for r in rows if r["arm"] == "baseline"}
+        arms: dict[str, Any] = {}
+        for name in dict.fromkeys(r["arm"] for r in rows):
+            runs = [r for r in rows if r["arm"] == name]
+            gaps = []
+            for run in runs:
+                other = base.get(run["seed"])
+                if other is not None:
+                    at = min(run["seconds"], other["seconds"])
+                    gaps.append(val_at(run, at) - val_at(other, at))
+            arms[name] = {
+                "val_loss_mean": mean([r["val_loss"] for r in runs]),
+                "val_loss_sd": sd([r["val_loss"] for r in runs]),
+                "seconds_mean": mean([r["seconds"] for r in runs]),
+                "gap_at_equal_seconds": mean(gaps) if gaps else None,
+                "gaps": gaps,
+                **(
+                    {
+                        "on_share": mean([r["auto"]["on_share"] for r in runs]),
+                        "reasons": sorted({r["auto"]["reason"] for r in runs if r["auto"]["reason"]}),
+                    }
+                    if "auto" in runs[0]
+                    else {}
+                ),
+            }
+        out[regime] = arms
+    return out
+
+
 def targets(summary: dict[str, Any], timing: dict[str, Any] | None) -> dict[str, str]:
     """Each target of the issue as "met"/"missed"/"unmeasured" with the numbers behind it."""
     out: dict[str, str] = {}
@@ -130,6 +175,17 @@ def targets(summary: dict[str, Any], timing: dict[str, Any] | None) -> dict[str,
             )
         else:
             out[f"{name}: estimate within 15%"] = "unmeasured: auto never reached the user's accuracy"
+    for regime, arms in (summary.get("lm") or {}).items():
+        auto, base = arms.get("auto"), arms.get("baseline")
+        if auto is None or base is None or auto["gap_at_equal_seconds"] is None:
+            continue
+        gap = auto["gap_at_equal_seconds"]
+        fixed = [arms[a]["gap_at_equal_seconds"] for a in ("topk-0.5-shrink", "random-0.5-shrink") if a in arms]
+        out[f"LM {regime}: auto within 0.02 nats/byte of the baseline at equal seconds"] = (
+            f"{'met' if gap <= 0.02 else 'missed'}: {gap:+.3f} (fixed top-k/random 0.5: "
+            + ", ".join("n/a" if g is None else f"{g:+.3f}" for g in fixed)
+            + ")"
+        )
     if timing is not None:
         ratio = timing["ratio"]
         out["cheap when off (ConvNet)"] = f"{'met' if ratio <= 1.02 else 'missed'}: {ratio:.3f}x a plain loop's step"
@@ -168,6 +224,20 @@ def table(summary: dict[str, Any]) -> str:
             lines += ["", f"At equal seconds ({suite['equal_seconds']:.1f} s), per seed:"]
             lines += [f"- {arm}: " + ", ".join(f"{100 * a:.2f}" for a in accs)
                       for arm, accs in suite["at_equal_seconds"].items()]  # fmt: skip
+        lines.append("")
+    for regime, arms in (summary.get("lm") or {}).items():
+        lines += [f"## LM {regime} (validation nats/byte at the tuned baseline's FE)", ""]
+        lines += ["| arm | nats/byte | seconds | minus the baseline at equal seconds |", "| --- | --- | --- | --- |"]
+        for arm, row in arms.items():
+            gap = row["gap_at_equal_seconds"]
+            lines.append(
+                f"| {arm} | {row['val_loss_mean']:.3f} ± {row['val_loss_sd']:.3f} | {row['seconds_mean']:.1f} | "
+                + ("" if gap is None else f"{gap:+.3f}")
+                + " |"
+            )
+        if "auto" in arms and "on_share" in arms["auto"]:
+            lines += ["", f"auto: on for {100 * arms['auto']['on_share']:.0f}% of the batches"]
+            lines += [f"- said: {reason}" for reason in arms["auto"]["reasons"]]
         lines.append("")
     lines += ["## Targets", ""] + [f"- {name}: {verdict}" for name, verdict in summary["targets"].items()]
     return "\n".join(lines) + "\n"
@@ -216,6 +286,8 @@ def report(out: Path, wall_seconds: float | None = None) -> dict[str, Any]:
     timing_path = out / "timing" / "timing.json"
     timing = json.loads(timing_path.read_text()) if timing_path.exists() else None
     summary: dict[str, Any] = {"suites": {name: suite_summary(runs) for name, runs in records.items()}}
+    lm_runs = read_jsonl(out / "lm" / "runs.jsonl")
+    summary["lm"] = lm_summary(lm_runs) if lm_runs else None
     summary["timing"] = timing
     summary["targets"] = targets(summary, timing)
     summary["wall_seconds"] = wall_seconds

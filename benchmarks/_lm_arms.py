@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from sbdata import LossCache, PruningSampler, ReducibleLoss, SBLoader
+from sbdata import Auto, LossCache, PruningSampler, ReducibleLoss, SBLoader
 from sbdata.adapters import causal_lm
 
 from ._prune_arms import SamplerObserver
@@ -91,16 +91,22 @@ class LMArm:
         staleness: with an int, a dense ``LossCache`` (epochs) fed by ``observe()`` from the training step.
         prune: ``"infobatch"`` or ``"random"``: a ``PruningSampler`` (prune 0.5) over a cache fed by ``observe()``.
         batch, lr: the recipe; None takes the tuned baseline's.
+        score: ``"loss"`` or ``"gradnorm"`` (sbdata's ``score=``).
+        weighted: train on the importance-weighted mean (``return_weights=True``; sampling policies).
+
+    ``keep="auto"`` is sbdata's controller (``Auto`` with its defaults, a long decision history).
     """
 
     name: str
     policy: str | None = None
-    keep: float = 1.0
+    keep: float | str = 1.0
     layout: str = "shrink"
     staleness: int | None = None
     prune: str | None = None
     batch: int | None = None
     lr: float | None = None
+    score: str = "loss"
+    weighted: bool = False
 
     def describe(self) -> dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if k != "name"}
@@ -131,8 +137,10 @@ class LMArm:
         loader = SBLoader(
             source,
             model,
-            keep=self.keep,
+            keep=Auto(history=100_000) if self.keep == "auto" else self.keep,
             policy=policy,
+            score=self.score,
+            return_weights=self.weighted,
             batch_size=batch if fixed else None,
             generator=seed,
             loss_fn=ADAPTER["loss_fn"],
@@ -141,6 +149,9 @@ class LMArm:
             split=split_batch,
             **cached,
         )
+        if self.weighted:
+            weighted = WeightedBatches(loader)
+            return weighted, source, weighted
         return loader, source, loader if self.staleness is not None else None
 
 
@@ -153,6 +164,38 @@ def selection_arms() -> list[LMArm]:
                 arms.append(LMArm(f"{policy}-{keep}-{layout}", policy, keep, layout))
     arms += [LMArm("rank-0.5-shrink", "rank", 0.5), LMArm("reducible-0.5-shrink", "reducible", 0.5)]
     return arms
+
+
+def auto_arms() -> list[LMArm]:
+    """Importance sampling by loss and by gradient norm (weighted) at keep 0.5, and ``keep="auto"`` on gradnorm."""
+    return [
+        LMArm("importance-0.5-shrink", "importance", 0.5, weighted=True),
+        LMArm("importance-gradnorm-0.5-shrink", "importance", 0.5, score="gradnorm", weighted=True),
+        LMArm("auto", "importance", "auto", score="gradnorm", weighted=True),
+    ]
+
+
+class WeightedBatches:
+    """An SBLoader with ``return_weights=True`` as dict batches with a ``"weights"`` entry (``weights * n``, so the
+    run's ``(weights(data) * losses).mean()`` is the unbiased weighted sum); also the run's observer slot, which only
+    gives the weights (nothing to observe)."""
+
+    def __init__(self, loader: SBLoader) -> None:
+        self.loader = loader
+        self.engine = loader.engine
+
+    def set_epoch(self, epoch: int) -> None:
+        self.loader.set_epoch(epoch)
+
+    def __iter__(self):
+        for batch, weights in self.loader:
+            yield {**batch, "weights": weights * len(weights)}
+
+    def observe(self, data: dict[str, torch.Tensor], losses: torch.Tensor) -> None:
+        """Nothing: the weighted arms keep no cache."""
+
+    def weights(self, data: dict[str, torch.Tensor]) -> torch.Tensor:
+        return data["weights"]
 
 
 def repeating_arms() -> list[LMArm]:

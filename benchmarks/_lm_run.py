@@ -162,6 +162,11 @@ def train_run(
         curve.append(_point(model, validation, 1.0, fe(), seconds, trained, steps))
     final = curve[-1]
     scored = 0 if engine is None else engine.tracker.samples_scored
+    auto = None
+    if engine is not None and engine.auto is not None:  # keep="auto": what the controller decided, for the report
+        stats = engine.stats
+        auto = {"on_share": stats.auto_on_share, "tau": stats.auto_tau, "speedup": stats.auto_speedup,
+                "reason": stats.auto_reason, "history": [list(d) for d in stats.auto_history]}  # fmt: skip
     tokens = trained * chunks.shape[1]
     return {
         "arm": arm.name,
@@ -184,6 +189,7 @@ def train_run(
         "upfront_fe": upfront_fe,
         "upfront_seconds": upfront_seconds,
         "curve": curve,
+        **({} if auto is None else {"auto": auto}),
         "time": time.time(),
     }
 

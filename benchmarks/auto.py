@@ -5,6 +5,7 @@ Exact commands (from the repository root; the recorded run's time is in benchmar
     python -m benchmarks.auto all --jobs 2            # every suite, 3 seeds, the timing check, the report
     python -m benchmarks.auto run cnn100k [--worker I/N]   # one suite (cnn100k, mlp100k, noisy100k)
     python -m benchmarks.auto timing                  # cheap when off: auto (off, probes included) vs a plain loop
+    python -m benchmarks.auto lm [--jobs 2]           # the LM suite's arms (benchmarks.lm, tuned recipe reused)
     python -m benchmarks.auto report                  # tables, targets, decisions plot -> benchmarks/results/auto
     python -m benchmarks.auto all --smoke --jobs 1 --out /tmp/auto   # seconds; what CI runs
 
@@ -41,6 +42,9 @@ TUNED = {  # the pruning benchmark's tuned recipes (benchmarks/results/prune-*/t
     "mlp": {"batch": 64, "lr": 8e-3},
 }
 SEEDS = (0, 1, 2)
+LM_ARMS = ("baseline", "topk-0.5-shrink", "random-0.5-shrink", "importance-0.5-shrink",
+           "importance-gradnorm-0.5-shrink", "auto")  # fmt: skip
+LM_TUNING = Path(__file__).resolve().parent / "results" / "lm" / "tune.jsonl"  # the LM benchmark's recorded grid
 SMOKE = {"samples": 2000, "epochs": 2, "seeds": (0,)}
 
 
@@ -77,6 +81,24 @@ def run_auto_suite(name: str, out: Path, worker: tuple[int, int], smoke: bool) -
     (folder / "machine.json").write_text(json.dumps({**machine(), "suite": name}, indent=2))
 
 
+def run_lm(out: Path, jobs: int, smoke: bool) -> None:
+    """The language-model suite's arms through ``benchmarks.lm`` (its own process: no script imports another), both
+    regimes, 3 seeds, at the tuned baseline's FE; the recorded tuning grid is reused (the smoke run tunes anew)."""
+    folder = out / "lm"
+    folder.mkdir(parents=True, exist_ok=True)
+    if not smoke and not (folder / "tune.jsonl").exists():
+        (folder / "tune.jsonl").write_text(LM_TUNING.read_text())
+    stages = ["all"] if smoke else ["run", "--fractions", "1.0"]
+    command = [sys.executable, "-m", "benchmarks.lm", *stages, "--out", str(folder), "--arms", *LM_ARMS]
+    if smoke:
+        command += ["--smoke", "--jobs", "1"]
+        subprocess.run(command, check=True)
+        return
+    procs = [subprocess.Popen([*command, "--worker", f"{i}/{jobs}"]) for i in range(jobs)]
+    if any(proc.wait() for proc in procs):
+        raise SystemExit("benchmarks.lm run: a worker failed")
+
+
 def spawn(stages: list[list[str]], jobs: int, common: list[str]) -> None:
     """Run each stage in ``jobs`` worker processes side by side; raise if one fails."""
     for stage in stages:
@@ -91,7 +113,7 @@ def spawn(stages: list[list[str]], jobs: int, common: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["all", "run", "timing", "report"])
+    parser.add_argument("stage", choices=["all", "run", "timing", "lm", "report"])
     parser.add_argument("suite", nargs="?", choices=sorted(SUITES), help="the suite ('run' only)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default benchmarks/results/auto)")
     parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 2 epochs, one seed")
@@ -103,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.time()
         spawn([["run", name] for name in SUITES], args.jobs, common)
         main(["timing", *common])
+        run_lm(args.out, args.jobs, args.smoke)
         from ._auto_report import report
 
         report(args.out, wall_seconds=time.time() - started)
@@ -111,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         from ._auto_report import report
 
         report(args.out)
+        return 0
+    if args.stage == "lm":
+        run_lm(args.out, args.jobs, args.smoke)
         return 0
     info = setup()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ._harness import append_jsonl, machine, read_jsonl
-from ._lm_arms import LMArm, repeating_arms, selection_arms
+from ._lm_arms import LMArm, auto_arms, repeating_arms, selection_arms
 from ._lm_data import load_corpus
 from ._lm_report import tuned
 from ._lm_run import train_run
@@ -78,7 +78,7 @@ SMOKE_ARMS += ("prune-infobatch",)
 
 
 def arms_of(regime: str, plan: Plan) -> list[LMArm]:
-    arms = [LMArm("baseline"), *selection_arms(), *(repeating_arms() if regime == "repeating" else [])]
+    arms = [LMArm("baseline"), *selection_arms(), *auto_arms(), *(repeating_arms() if regime == "repeating" else [])]
     names = plan.arm_names
     return [arm for arm in arms if names is None or arm.name in names]
 
@@ -212,9 +212,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="worker processes for 'all' (default 2)")
     parser.add_argument("--worker", default="0/1", help="I/N: run every N-th run from the I-th")
     parser.add_argument("--round", type=int, default=0, help="tuning round (0: the grid; k: k-th widening)")
+    parser.add_argument("--arms", nargs="*", help="run only these arms (default: every arm; the smoke run's few)")
+    parser.add_argument("--fractions", type=float, nargs="*", help="budgets as fractions of the tuned FE")
     args = parser.parse_args(argv)
     plan = replace(SMOKE, arm_names=SMOKE_ARMS) if args.smoke else Plan()
+    if args.arms:
+        plan = replace(plan, arm_names=tuple(args.arms))
+    if args.fractions:
+        plan = replace(plan, fractions=tuple(args.fractions))
     common = ["--out", str(args.out), *(["--smoke"] if args.smoke else [])]
+    common += [*(["--arms", *args.arms] if args.arms else []), *(["--fractions"] if args.fractions else [])]
+    common += [str(f) for f in args.fractions or []]
     if args.stage == "all":
         started = time.time()
         for round_ in range(plan.widen + 1):

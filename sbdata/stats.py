@@ -66,12 +66,18 @@ class SBStats:
         return self.samples_yielded / self.samples_seen if self.samples_seen else math.nan
 
     def postfix(self) -> dict[str, str]:
-        """Short strings for a progress bar, e.g. ``tqdm.set_postfix(loader.stats.postfix())``."""
-        return {
+        """Short strings for a progress bar, e.g. ``tqdm.set_postfix(loader.stats.postfix())``; with ``keep="auto"``
+        also whether selection is on (and at which share), ``tau`` and the predicted speed-up."""
+        shown = {
             "bp": f"{self.backprop_fraction:.2f}",
             "kept_loss": f"{self.mean_loss_kept:.3f}",
             "dropped_loss": f"{self.mean_loss_dropped:.3f}",
         }
+        if not math.isnan(self.auto_on_share):
+            shown["auto"] = f"on {self.auto_keep:.2f}" if self.auto_on else "off"
+            shown["tau"] = f"{self.auto_tau:.2f}"
+            shown["x"] = f"{self.auto_speedup:.2f}"
+        return shown
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "backprop_fraction": self.backprop_fraction}

@@ -110,6 +110,9 @@ def test_switches_off_on_a_flat_spread_and_says_why_once():
     assert stats.auto_reason == expected
     assert [str(w.message) for w in caught] == [f"sbdata keep='auto': {expected}"]  # once per loader, not per read
     assert len(stats.auto_history) == 10 and all(on == 0.0 for _, on, *_ in stats.auto_history)
+    assert stats.postfix() == {"bp": "1.00", "kept_loss": stats.postfix()["kept_loss"],
+                               "dropped_loss": stats.postfix()["dropped_loss"], "auto": "off", "tau": "1.00",
+                               "x": f"{speedup_of('flat'):.2f}"}  # fmt: skip
 
 
 def test_switches_on_on_a_concentrated_spread_at_the_best_keep():
@@ -123,7 +126,7 @@ def test_switches_on_on_a_concentrated_spread_at_the_best_keep():
     stats = sb.stats
     assert stats.auto_on and stats.auto_keep == pytest.approx(0.1) and stats.auto_on_share == pytest.approx(8 / 12)
     assert stats.auto_history[0] == pytest.approx((4, 1.0, 0.1, tau(PHASES["conc"]), speedup_of("conc")))
-    assert stats.auto_reason == ""
+    assert stats.auto_reason == "" and stats.postfix()["auto"] == "on 0.10"  # the progress bar shows the decision
 
 
 def check_hysteresis(history: tuple[tuple[float, ...], ...]) -> None:
