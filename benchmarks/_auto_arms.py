@@ -105,7 +105,8 @@ def _decisions(loader: SBLoader) -> dict[str, Any]:
 
 def suite_arms(user: dict[str, Any], tuned: dict[str, Any]) -> list[SelectArm]:
     """The arms of one suite: the user's recipe, the tuned baseline, the best fixed SB arm and its random control,
-    importance sampling by loss and by gradient norm, and ``keep="auto"`` (each at the user's batch and LR)."""
+    importance sampling by loss and by gradient norm, and ``keep="auto"`` on importance sampling by gradient norm
+    (the estimate's own model) and with the defaults (top-k on the loss), each at the user's batch and LR."""
     b, lr = user["batch"], user["lr"]
     return [
         SelectArm("user", b, lr),
@@ -115,4 +116,5 @@ def suite_arms(user: dict[str, Any], tuned: dict[str, Any]) -> list[SelectArm]:
         SelectArm("importance-0.25", b, lr, policy="importance", keep=0.25, weighted=True),
         SelectArm("importance-gradnorm-0.25", b, lr, policy="importance", keep=0.25, score="gradnorm", weighted=True),
         SelectArm("auto", b, lr, policy="importance", keep="auto", score="gradnorm", weighted=True),
+        SelectArm("auto-topk", b, lr, policy="topk", keep="auto"),  # keep="auto" with every other option default
     ]

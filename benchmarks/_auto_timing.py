@@ -23,7 +23,7 @@ from sbdata.gain import CostTable
 from ._harness import MODELS, RECIPES, dataset, write_results
 from ._timing import cpu_clock
 
-BLOCK, ROUNDS, WARMUP = 16, 15, 2
+BLOCK, ROUNDS, WARMUP = 32, 41, 2
 OFF = CostTable(score_per_sample=1.0, train_per_sample=1.0)  # scoring as dear as training: selection never pays
 
 

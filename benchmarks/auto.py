@@ -13,7 +13,8 @@ Suites (MNIST-1D, generated offline): ``cnn100k`` (the ConvNet, 100,000 samples,
 16 epochs), ``noisy100k`` (the ConvNet with 20% of the training labels flipped). Arms (``_auto_arms.py``): the
 user's recipe (batch 256), the tuned baseline (the pruning benchmark's tuned batch and LR), top-k and random at
 keep 0.25, importance sampling by loss and by gradient norm at keep 0.25 (weighted, unbiased), and ``keep="auto"``
-(importance by gradient norm, weighted, the controller's defaults). Every arm trains the suite's epochs; runs are
+twice: on importance sampling by gradient norm (weighted; the estimate's own model) and as it comes (``auto-topk``:
+top-k on the loss, every option at its default). Every arm trains the suite's epochs; runs are
 interleaved (per seed, every arm in turn, rotating), appended to ``<out>/<suite>/runs.jsonl`` as they end (a rerun
 continues), and timed in wall seconds with torch on one thread and the allocator pinned (``_timing.py``).
 """

@@ -193,7 +193,7 @@ def main() -> None:
                     "rss_growth_mib": end["rss_mib"] - start["rss_mib"],
                     "trace": trace,
                     "stage_state_bytes": {"built": state_bytes_start, "end": len(pickle.dumps(stage.state_dict()))},
-                    "stage_pending_at_end": stage.engine.pending,
+                    "stage_pending_at_end": stage.engine.held_samples,
                     "samples_seen": stats.samples_seen,
                     "samples_yielded": stats.samples_yielded,
                 }

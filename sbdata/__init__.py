@@ -32,10 +32,10 @@ from .history import LossHistory
 from .importance import ImportanceSampling
 from .loader import SBLoader
 from .policies import RandomK, RankWeighted, Selection, SelectionPolicy, TopK, keep_count
+from .policy_types import PolicyOptions, ScoreContext
 from .pruning import PruningSampler
 from .reducible import ReducibleLoss
 from .schedule import Schedule
-from .scoring import ScoreContext
 from .stats import SBStats
 
 __version__ = "0.1.0"
@@ -51,6 +51,7 @@ __all__ = [
     "LossFn",
     "LossHistory",
     "PolicyArg",
+    "PolicyOptions",
     "PruningSampler",
     "RandomK",
     "RankWeighted",

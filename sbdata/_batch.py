@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ._column import KeptColumn, join_columns
-from ._sequence import (
+from ._pairs import (
     SEQUENCES,
     disagree,
     pair_group,

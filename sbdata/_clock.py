@@ -17,7 +17,8 @@ class PassClock:
         step: loader batches processed over all epochs (the schedule's clock).
         epoch_step: loader batches processed in the current epoch.
         epochs_begun: epochs started so far (the current epoch is ``epochs_begun - 1``).
-        pending: a loader batch taken from the source whose processing raised (processed again first), or None.
+        held_batch: a loader batch taken from the source whose processing raised (processed again first), or None
+            (saved under the state key ``"pending"``, as before).
         pass_finished: the current pass has told its consumer that it ended (``StopIteration``).
         restored: a state was loaded and no pass has started since.
         pass_id: which pass iterators belong to; a new pass ends the iterators of the older ones.
@@ -27,7 +28,7 @@ class PassClock:
         self.step = 0
         self.epoch_step = 0
         self.epochs_begun = 0
-        self.pending: Any = None
+        self.held_batch: Any = None
         self.pass_finished = False
         self.restored = False
         self.pass_id = 0
@@ -40,7 +41,7 @@ class PassClock:
     @property
     def source_position(self) -> int:
         """Loader batches taken from the current epoch's source, the held pending one included."""
-        return self.epoch_step + (self.pending is not None)
+        return self.epoch_step + (self.held_batch is not None)
 
     @property
     def continues_saved_epoch(self) -> bool:
@@ -86,7 +87,7 @@ class PassClock:
         """Start counting a new epoch (its first loader batch is ``epoch_step`` 0); forgets a pending batch."""
         self.epochs_begun += 1
         self.epoch_step = 0
-        self.pending = None
+        self.held_batch = None
         self.pass_finished = False
 
     def count(self) -> None:
@@ -101,7 +102,7 @@ class PassClock:
             "epoch_step": self.epoch_step,
             "epochs_begun": self.epochs_begun,
             "pass_finished": self.pass_finished,
-            "pending": None if self.pending is None else encode(self.pending, "pending loader batch"),
+            "pending": None if self.held_batch is None else encode(self.held_batch, "pending loader batch"),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -110,5 +111,5 @@ class PassClock:
         self.epoch_step = int(state["epoch_step"])
         self.epochs_begun = int(state["epochs_begun"])
         self.pass_finished = bool(state["pass_finished"])
-        self.pending = None if state["pending"] is None else decode(state["pending"])
+        self.held_batch = None if state["pending"] is None else decode(state["pending"])
         self.restored = True

@@ -22,9 +22,9 @@ from torch import nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils.data import DistributedSampler, IterableDataset
 
-from .distributed import in_job
+from ._dist import rank_and_world
 
-__all__ = ["ReadAheadGuard", "rank_and_world", "warn_if_other_rank", "warn_if_unsharded"]
+__all__ = ["ReadAheadGuard", "warn_if_other_rank", "warn_if_unsharded"]
 
 _optimizer_steps = 0  # optimizer steps taken in this process, by any optimizer (counted once the first guard exists)
 _step_hook: Any = None
@@ -34,13 +34,6 @@ _handing_out: Any = None  # weak reference to the guard that handed out the late
 def _count_step(*_: Any) -> None:
     global _optimizer_steps
     _optimizer_steps += 1
-
-
-def rank_and_world() -> tuple[int, int]:
-    """This process's rank and the default group's size; ``(0, 1)`` outside ``torch.distributed``."""
-    if not in_job():
-        return 0, 1
-    return torch.distributed.get_rank(), torch.distributed.get_world_size()
 
 
 class ReadAheadGuard:

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import _batch, _sequence
+from . import _batch
 from ._clock import PassClock
 from ._controller import AutoController
 from ._output import Output
@@ -89,8 +89,7 @@ class Intake:
         """Consume one loader batch; see :meth:`~sbdata.SelectionEngine.push`."""
         if not self.device_checked:
             self.check_device()
-        flat = _sequence.tensor_sequence(batch)  # the common (x, y) batch: one check, then no traversals
-        n = _sequence.sequence_size(batch) if flat else _batch.batch_size(batch)
+        n = _batch.batch_size(batch)  # the common (x, y) batch takes _pairs' fast path inside
         if n is None:
             raise ValueError(f"batch of type {type(batch).__name__} has no field with a batch dimension")
         clock, sb_step = self.clock, self.sb_step
@@ -101,7 +100,7 @@ class Intake:
             routed = True
             active, probe = auto.route(clock.step)  # a counter check, and a read once a window is full
         if not active or n == 0:
-            batch = _sequence.sequence_to_device(batch, self.device) if flat else _batch.to_device(batch, self.device)
+            batch = _batch.to_device(batch, self.device)
             if probe:
                 self._probe(batch, n)
             self.output.add_plain(batch, n)
@@ -110,7 +109,7 @@ class Intake:
                 auto.count(False, probe, n)  # type: ignore[union-attr]
             return
         ids = None if sb_step.id_key is None else sb_step.ids(batch)  # read before the move: host ids cost no sync
-        batch = _sequence.sequence_to_device(batch, self.device) if flat else _batch.to_device(batch, self.device)
+        batch = _batch.to_device(batch, self.device)
         tracker = self.tracker
         saved = tracker.counters()
         started = time.perf_counter()
@@ -120,7 +119,7 @@ class Intake:
         if meter is not None:
             meter.begin_score()
         try:
-            kept = sb_step(batch, n, ids, now, step, flat)
+            kept = sb_step(batch, n, ids, now, step)
         except BaseException:
             tracker.restore_counters(saved)
             raise
@@ -164,14 +163,14 @@ class Intake:
         while not output.ready:
             if output.source_ended:
                 return False
-            if clock.pending is None:
+            if clock.held_batch is None:
                 try:
-                    clock.pending = next(source)
+                    clock.held_batch = next(source)
                 except StopIteration:
                     self.end_source()
                     continue
-            self.push(clock.pending)  # if this raises, the batch stays pending and uncounted
-            clock.pending = None
+            self.push(clock.held_batch)  # if this raises, the batch stays pending and uncounted
+            clock.held_batch = None
         return True
 
     def _count(self, n: int) -> None:

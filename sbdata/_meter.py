@@ -3,8 +3,11 @@
 The scoring pass is timed around the SB step (or a probe): with the controller's clock on the CPU (by default
 ``time.thread_time``, this thread's CPU seconds), and with CUDA events on CUDA, read only once ``query()`` says
 both completed, so timing never waits for the device. The training step is the interval between handing an output
-on and the next request for one, attributed to that output's size. Measurements are kept as ``[size, seconds,
-calls]`` per size (at most :data:`MAX_SIZES` sizes each), plain numbers for the state.
+on and the next request for one, attributed to that output's size; that interval also holds whatever else the loop
+does between steps (an evaluation, logging, a checkpoint), so every estimate is a **median** of the last
+:data:`WINDOW` calls of a size, and a size enters a fit only once it has :data:`MIN_CALLS` of them (an epoch's short
+last batch, timed once per epoch, often beside an evaluation, does not bend the line). Measurements are kept as the
+recent seconds per size (at most :data:`MAX_SIZES` sizes each), plain numbers for the state.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from .gain import CostTable
 __all__ = ["MAX_SIZES", "CostMeter"]
 
 MAX_SIZES = 16  # distinct batch sizes remembered per kind; more (e.g. many short last batches) are not recorded
+WINDOW = 32  # recent calls per size whose median is the estimate
+MIN_CALLS = 4  # calls of a size before it enters a fit (once no size has that many, the best-measured one serves)
 MAX_IN_FLIGHT = 64  # CUDA timings not yet completed; older ones are dropped unread
 
 
@@ -35,7 +40,7 @@ class CostMeter:
         self.device = device
         self.events = device.type == "cuda" and clock is None
         self.clock = clock if clock is not None else (time.thread_time if device.type == "cpu" else time.perf_counter)
-        self.score_times: dict[int, list[float]] = {}  # size -> [seconds, calls]
+        self.score_times: dict[int, list[float]] = {}  # size -> seconds of its recent calls
         self.train_times: dict[int, list[float]] = {}
         self._started: Any = None
         self._in_flight: list[tuple[Any, Any, int]] = []
@@ -80,22 +85,24 @@ class CostMeter:
         self._in_flight = waiting
 
     def table(self) -> CostTable | None:
-        """Linear fits of the means so far; None before both a scoring pass and a training step were timed.
+        """Linear fits of the medians so far; None before both a scoring pass and a training step were timed.
 
-        With training timed at one size only, ``train(n)`` scales it by the scoring fit: ``train(n0) score(n) /
-        score(n0)``. The scoring time includes sbdata's selection work, so ``overhead`` is 0.
+        With training timed at one size only (while off: the loader's batch), ``train(n)`` scales it by the scoring
+        fit, ``train(n0) score(n) / score(n0)``: a training step's forward and backward scale with the batch as its
+        forward does. The scoring time includes sbdata's selection work, so ``overhead`` is 0.
         """
         self.collect()
         if not self.score_times or not self.train_times:
             return None
         try:
-            scored = CostTable.fit(_means(self.score_times), {1: 1.0})
-            if len(self.train_times) >= 2:
-                trained = CostTable.fit({1: 1.0}, _means(self.train_times))
+            scored = CostTable.fit(_medians(self.score_times), {1: 1.0})
+            train = _medians(self.train_times)
+            if len(train) >= 2:
+                trained = CostTable.fit({1: 1.0}, train)
                 return CostTable(
                     scored.score_per_sample, trained.train_per_sample, scored.score_fixed, trained.train_fixed
                 )
-            ((size, seconds),) = _means(self.train_times).items()
+            ((size, seconds),) = train.items()
             scale = seconds / scored.score(size) if scored.score(size) > 0 else 0.0
             if scale == 0.0:
                 return CostTable(scored.score_per_sample, seconds / size, scored.score_fixed)
@@ -109,8 +116,8 @@ class CostMeter:
         return {"score": _rows(self.score_times), "train": _rows(self.train_times)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.score_times = {int(n): [float(s), float(c)] for n, s, c in state["score"]}
-        self.train_times = {int(n): [float(s), float(c)] for n, s, c in state["train"]}
+        self.score_times = {int(row[0]): [float(v) for v in row[1:]] for row in state["score"]}
+        self.train_times = {int(row[0]): [float(v) for v in row[1:]] for row in state["train"]}
         self._in_flight, self._handed = [], None
 
 
@@ -119,14 +126,20 @@ def _add(table: dict[int, list[float]], n: int, seconds: float) -> None:
     if entry is None:
         if len(table) >= MAX_SIZES:
             return
-        entry = table[n] = [0.0, 0.0]
-    entry[0] += max(0.0, seconds)
-    entry[1] += 1
+        entry = table[n] = []
+    entry.append(max(0.0, seconds))
+    del entry[:-WINDOW]
 
 
-def _means(table: dict[int, list[float]]) -> dict[int, float]:
-    return {n: seconds / calls for n, (seconds, calls) in table.items()}
+def _medians(table: dict[int, list[float]]) -> dict[int, float]:
+    """The median seconds of each size with :data:`MIN_CALLS` calls or more; of the best-measured size alone when
+    none has that many yet."""
+    sized = {n: values for n, values in table.items() if len(values) >= MIN_CALLS}
+    if not sized:
+        n = max(table, key=lambda size: (len(table[size]), size))
+        sized = {n: table[n]}
+    return {n: sorted(values)[len(values) // 2] for n, values in sized.items()}
 
 
 def _rows(table: dict[int, list[float]]) -> list[list[float]]:
-    return [[n, seconds, calls] for n, (seconds, calls) in sorted(table.items())]
+    return [[n, *values] for n, values in sorted(table.items())]

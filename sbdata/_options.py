@@ -3,7 +3,7 @@
 :class:`EngineOptions` lists every keyword option of :class:`~sbdata.SelectionEngine` with its type; the front ends
 take ``**options: Unpack[EngineOptions]``, so editors complete the options and type checkers check them. The
 options that a component owns are checked there (the loss and score options by ``Scorer``, the policy, ids and
-cache by the selection step, ``sync`` by ``make_lockstep``); :func:`check_engine_options` checks the rest.
+cache by the selection step, ``sync`` by ``_dist.lockstep_group``); :func:`check_engine_options` checks the rest.
 """
 
 from __future__ import annotations

@@ -8,13 +8,14 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from . import _batch, _sequence
+from . import _batch
 from ._finite import FiniteCheck
 from ._options import make_generator
 from .cache import LossCache
 from .policies import RandomK, RankWeighted, SelectionPolicy, TopK, keep_count
+from .policy_types import PolicyOptions, ScoreContext
 from .registry import resolve_policy
-from .scoring import ScoreContext, Scorer, dropout_seed
+from .scoring import Scorer, dropout_seed
 from .stats import StatsTracker
 
 __all__ = ["NAN_POLICIES", "Kept", "SBStep"]
@@ -117,10 +118,9 @@ class SBStep:
                 "its cut have probability 0, so no unbiased weight exists; use policy='rank', 'random' or "
                 "LossHistory(min_prob=0.05)"
             )
-        self.policy.bind(self)
+        self.policy.bind(PolicyOptions(self.keep, self.keep_given, self.return_weights, id_key, device))
         # Fixed per engine, so decided here rather than per SB step:
         policy_type = type(self.policy)
-        self._default_split = split is None
         self._adjusts = policy_type.adjust is not SelectionPolicy.adjust or "adjust" in vars(self.policy)
         self._seeded = scorer.score_mode == "train" or self._adjusts  # else the seed is never read
         self._trusted = policy_type in (TopK, RandomK, RankWeighted)  # built-ins keep their declared contract
@@ -139,14 +139,10 @@ class SBStep:
                 f"id_key={self.id_key!r} is not in the batch ({found}); pass the key of the id field"
             ) from None
 
-    def __call__(self, batch: Any, n: int, ids: Any, now: int, step: int, flat: bool = False) -> Kept:
-        """Select from ``batch`` (``n`` samples on the scoring device; ``ids`` read before the move); ``flat`` says
-        that :func:`~sbdata._sequence.tensor_sequence` holds for it (checked by the caller, once per batch)."""
+    def __call__(self, batch: Any, n: int, ids: Any, now: int, step: int) -> Kept:
+        """Select from ``batch`` (``n`` samples on the scoring device; ``ids`` read before the move)."""
         self.tracker.sb_steps += 1
-        if flat and self._default_split and len(batch) >= 2:
-            inputs, targets = batch[0], batch[1]  # default_split of an (x, y, ...) batch, without its checks
-        else:
-            inputs, targets = self.split(batch)
+        inputs, targets = self.split(batch)  # the default split takes an (x, y, ...) batch apart at once
         seed = None
         if self._seeded:  # train-mode dropout, or a policy that may score again: a stream of this step's own
             seed = dropout_seed(self.generator.initial_seed(), step)
@@ -181,7 +177,7 @@ class SBStep:
         self.tracker.record_selection(losses, selection.index)
         index = selection.index if candidates is None else candidates.index_select(0, selection.index)
         ratio = None if selection.prob is None or not self.return_weights else selection.expected / selection.prob
-        subset = _sequence.sequence_select(batch, index) if flat else _batch.select(batch, index)
+        subset = _batch.select(batch, index)
         return Kept(subset, index.shape[0], ratio, count, selection.expected)
 
     def _check_contract(self, selection: Any, n: int) -> None:

@@ -7,82 +7,44 @@ rank does not also run, so collective forwards (FSDP) and backwards (DDP) cannot
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
-from . import _batch
+from . import _batch, _dist
 
 if TYPE_CHECKING:
     from .engine import SelectionEngine
 
-__all__ = ["SYNC_MODES", "Lockstep", "in_job", "joined_late", "make_lockstep", "scoring_module"]
+__all__ = ["Lockstep"]
 
-SYNC_MODES = ("local", "global")
 _NO_BATCH = object()
 _NO_SIZE = 2**62  # stands in for the batch size of a rank without a batch, so it never lowers the minimum
+_MOVED = {  # names this module exported before its plumbing moved to sbdata._dist (still importable, deprecated)
+    "SYNC_MODES": "SYNC_MODES",
+    "in_job": "in_job",
+    "joined_late": "joined_late",
+    "scoring_module": "scoring_module",
+}
 
 
-def scoring_module(model: nn.Module) -> nn.Module:
-    """The module the scoring pass calls: ``model.module`` for DDP, ``model`` itself otherwise (FSDP included).
-
-    DDP's own forward is not side-effect free even under ``no_grad``: with ``broadcast_buffers=True`` (the
-    default) and a model with buffers it broadcasts them from rank 0 (a collective), and it then clears the flag
-    that makes the next training forward broadcast them. The wrapped module holds the same, fully replicated
-    parameters, so scoring through it is exact and local. FSDP shards the parameters, so an FSDP model is scored
-    through its wrapper, which gathers them; the lockstep makes every rank do so together.
-    """
-    return model.module if isinstance(model, DistributedDataParallel) else model
-
-
-def make_lockstep(sync: str, process_group: Any, device: torch.device) -> Lockstep | None:
-    """The coordinator for this process, or None when it runs alone (no group, or a group of one).
-
-    Raises:
-        ValueError: for an unknown ``sync``, or ``sync="global"`` without an initialised process group.
-        TypeError: for a ``process_group`` that is not a ``torch.distributed.ProcessGroup``.
-    """
-    if sync not in SYNC_MODES:
-        raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
-    initialised = in_job()
-    if initialised and process_group is dist.GroupMember.NON_GROUP_MEMBER:  # what new_group gives non-members
-        raise ValueError("this process is not a member of process_group: pass a group that contains every rank")
-    if process_group is not None and not (initialised and isinstance(process_group, dist.ProcessGroup)):
-        raise TypeError(
-            f"process_group must be a torch.distributed.ProcessGroup of an initialised job or None (the default "
-            f"group), got {type(process_group).__name__}"
+def __getattr__(name: str) -> Any:
+    if name in _MOVED or name == "make_lockstep":
+        warnings.warn(
+            f"sbdata.distributed.{name} is internal now (sbdata.distributed exports Lockstep alone)",
+            DeprecationWarning,
+            stacklevel=2,
         )
-    if not initialised:
-        if sync == "global":
-            raise ValueError(
-                "sync='global' shares losses across ranks, but torch.distributed is not initialised: call "
-                "torch.distributed.init_process_group() before building the loader, or use sync='local'"
-            )
-        return None
-    group = process_group if process_group is not None else dist.group.WORLD
-    if dist.get_world_size(group) == 1:
-        return None
-    return Lockstep(group, device)
+        return _make_lockstep if name == "make_lockstep" else getattr(_dist, _MOVED[name])
+    raise AttributeError(f"module 'sbdata.distributed' has no attribute {name!r}")
 
 
-def in_job() -> bool:
-    """Whether ``torch.distributed`` is available and initialised in this process."""
-    return dist.is_available() and dist.is_initialized()
-
-
-def joined_late() -> bool:
-    """Whether a default group of several ranks exists now (asked of an engine built before there was one)."""
-    return in_job() and dist.get_world_size() > 1
-
-
-def _takes_cpu_tensors(group: Any) -> bool:
-    """Whether the group's backend has a CPU implementation ("cpu:gloo,cuda:nccl" has; "cuda:nccl" has not)."""
-    config = dist.get_backend_config(group) if hasattr(dist, "get_backend_config") else dist.get_backend(group)
-    return "cpu:" in str(config) or any(name in str(config) for name in ("gloo", "mpi"))
+def _make_lockstep(sync: str, process_group: Any, device: torch.device) -> Lockstep | None:
+    group = _dist.lockstep_group(sync, process_group)
+    return None if group is None else Lockstep(group, device)
 
 
 class Lockstep:
@@ -119,7 +81,7 @@ class Lockstep:
         self.group = group
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
-        self.flag_device = torch.device("cpu") if _takes_cpu_tensors(group) else device
+        self.flag_device = torch.device("cpu") if _dist.takes_cpu_tensors(group) else device
         self.agreed = 0  # outputs every rank holds and will yield without asking again
         self.ended = False  # the end of the epoch has been agreed
         self.even = True  # every round of this epoch had one batch size on all ranks
@@ -130,15 +92,11 @@ class Lockstep:
 
     def reduce_min(self, values: list[int]) -> list[int]:
         """Element-wise minimum of ``values`` over all ranks: one ``all_reduce`` of ``8 * len(values)`` bytes."""
-        flags = torch.tensor(values, dtype=torch.int64, device=self.flag_device)
-        dist.all_reduce(flags, op=dist.ReduceOp.MIN, group=self.group)
-        return flags.tolist()
+        return _dist.reduce_min(values, self.group, self.flag_device)
 
     def reduce_sum(self, values: list[float]) -> list[float]:
         """Element-wise sum of ``values`` over all ranks (float64): one ``all_reduce`` (``keep="auto"``'s reads)."""
-        sums = torch.tensor(values, dtype=torch.float64, device=self.flag_device)
-        dist.all_reduce(sums, op=dist.ReduceOp.SUM, group=self.group)
-        return sums.tolist()
+        return _dist.reduce_sum(values, self.group, self.flag_device)
 
     # ----------------------------------------------------------------- driving
     def next_output(self, engine: SelectionEngine, source: Iterator[Any]) -> Any:
@@ -195,14 +153,7 @@ class Lockstep:
             this rank's first score in it, so ``population[offset : offset + len(scores)]`` equals ``scores``.
         """
         width = self.round_max if self.round_max is not None else -self.reduce_min([-scores.shape[0]])[0]
-        padded = torch.full((width,), torch.nan, dtype=scores.dtype, device=scores.device)
-        padded[: scores.shape[0]] = scores
-        parts = [torch.empty_like(padded) for _ in range(self.world)]
-        dist.all_gather(parts, padded, group=self.group)
-        gathered = torch.cat(parts)
-        valid = ~torch.isnan(gathered)
-        offset = int(valid[: self.rank * width].sum())
-        return gathered[valid], offset
+        return _dist.gather_padded(scores, width, self.rank, self.world, self.group)
 
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:

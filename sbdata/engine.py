@@ -7,6 +7,7 @@ Front ends (:class:`~sbdata.SBLoader`, :class:`~sbdata.SBCollator`, ``sbdata.nod
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from torch import nn
 from . import _options
 from ._clock import PassClock
 from ._controller import AutoController
+from ._dist import in_job, joined_late, lockstep_group, scoring_module
 from ._intake import Intake, model_device
 from ._options import (
     ForwardFn,
@@ -34,7 +36,7 @@ from ._output import Output
 from ._step import SBStep
 from .auto import as_auto
 from .cache import LossCache
-from .distributed import in_job, joined_late, make_lockstep, scoring_module
+from .distributed import Lockstep
 from .policies import SelectionPolicy
 from .schedule import Schedule
 from .scoring import Scorer
@@ -89,7 +91,8 @@ class SelectionEngine:
         self.model = model
         self.schedule = schedule if schedule is not None else Schedule()
         self.device = torch.device(device) if device is not None else model_device(model)
-        self._lockstep = make_lockstep(sync, process_group, self.device)
+        group = lockstep_group(sync, process_group)
+        self._lockstep = None if group is None else Lockstep(group, self.device)
         self._built_in_job = in_job()
         self.tracker = StatsTracker()
         scorer = Scorer(
@@ -146,7 +149,7 @@ class SelectionEngine:
 
     @property
     def epoch(self) -> int:
-        """Index of the current epoch, from 0 (epochs are counted by :meth:`begin_epoch`)."""
+        """Index of the current epoch, from 0 (epochs are counted by :meth:`start_pass`)."""
         return self._clock.epoch
 
     @property
@@ -167,9 +170,15 @@ class SelectionEngine:
         return snapshot if self.auto is None else dataclasses.replace(snapshot, **self.auto.stats())
 
     @property
-    def pending(self) -> int:
+    def held_samples(self) -> int:
         """Samples held between loader batches: in the pool and in emitted batches not yet handed on."""
         return self.output.held_samples
+
+    @property
+    def pending(self) -> int:
+        """Deprecated name of :attr:`held_samples`."""
+        warnings.warn("SelectionEngine.pending is now held_samples", DeprecationWarning, stacklevel=2)
+        return self.held_samples
 
     @property
     def cache(self) -> LossCache | None:
@@ -183,6 +192,17 @@ class SelectionEngine:
 
     # ----------------------------------------------------------------- passes
     def begin_epoch(self) -> None:
+        """Deprecated: a pass begins with :meth:`start_pass`, the one entry point, which starts a new epoch when the
+        saved one has ended (or none was loaded)."""
+        warnings.warn(
+            "SelectionEngine.begin_epoch() is internal: call start_pass(), which begins a new epoch unless a loaded "
+            "state continues one",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self._begin_epoch()
+
+    def _begin_epoch(self) -> None:
         """Start a fresh epoch: reset the in-epoch batch index and drop anything left from an abandoned epoch."""
         self._intake.device_checked = False
         self._clock.begin_epoch()
@@ -217,7 +237,7 @@ class SelectionEngine:
         """
         continues = self._clock.start_pass(source_restored)
         if not continues:
-            self.begin_epoch()
+            self._begin_epoch()
         elif source_restored:
             self.output.source_ended = False
         return continues

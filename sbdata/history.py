@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from .policies import Selection, SelectionPolicy
+from .policy_types import PolicyOptions
 
 __all__ = ["LossHistory"]
 
@@ -57,7 +58,7 @@ class LossHistory(SelectionPolicy):
     def uses_population(self) -> bool:
         return True
 
-    def bind(self, options: Any) -> None:
+    def bind(self, options: PolicyOptions) -> None:
         if options.return_weights and self.min_prob == 0.0:
             raise ValueError(
                 "return_weights=True with LossHistory(min_prob=0): a sample at percentile 0 is never kept, so no "

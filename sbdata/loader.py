@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 
 from torch import nn
 
-from . import _guards
+from . import _dist, _guards
 from ._front import EngineFront
 from ._options import EngineOptions, LossFn, Unpack
 from ._order import SamplerOrder
@@ -176,7 +176,7 @@ class SBLoader(EngineFront):
     def _source_state(self) -> dict[str, Any]:
         inner = self._loader_state()
         order = self._order.state(self.engine.source_ended, stateful=inner is not None)
-        state = {self.LOADER_KEY: inner, self.ORDER_KEY: order, self.RANK_KEY: _guards.rank_and_world()[0]}
+        state = {self.LOADER_KEY: inner, self.ORDER_KEY: order, self.RANK_KEY: _dist.rank_and_world()[0]}
         samplers = self._order.sampler_states(stateful=inner is not None)
         return state if samplers is None else {**state, self.SAMPLERS_KEY: samplers}
 

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
-if TYPE_CHECKING:
-    from .scoring import ScoreContext
+from .policy_types import PolicyOptions, ScoreContext
 
 __all__ = [
     "RandomK",
@@ -139,9 +138,8 @@ class SelectionPolicy:
         """True when :meth:`select_global` uses the other ranks' scores (so ``sync="global"`` gathers them)."""
         return False
 
-    def bind(self, options: Any) -> None:
-        """Check the selection options once, at construction (``options``: the engine's SB step, with ``keep``,
-        ``keep_given``, ``return_weights``, ``id_key``, ``device``); raise ValueError on a misuse."""
+    def bind(self, options: PolicyOptions) -> None:
+        """Check the selection options once, at construction; raise ValueError on a misuse."""
 
     def adjust(self, losses: torch.Tensor, context: ScoreContext) -> torch.Tensor:
         """Turn per-sample losses into the scores the policy ranks (identity here); ``context`` is the scored batch

@@ -24,10 +24,9 @@ from functools import partial
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch.utils.data import Sampler
 
-from . import prune_rules
+from . import _dist, prune_rules
 from .cache import LossCache
 
 __all__ = ["PruningSampler"]
@@ -120,14 +119,13 @@ class PruningSampler(Sampler[int]):
             raise TypeError(f"rule must be a name or a callable rule, got {type(rule).__name__}")
         if generator is not None:
             seed = generator.initial_seed()
-        if num_replicas is None:
-            num_replicas = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-        if rank is None:
-            rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+        own_rank, world = _dist.rank_and_world()
+        num_replicas = world if num_replicas is None else num_replicas
+        rank = own_rank if rank is None else rank
         if num_replicas < 1 or not 0 <= rank < num_replicas:
             raise ValueError(f"rank must be in [0, num_replicas), got rank={rank}, num_replicas={num_replicas}")
         sync_cache = num_replicas > 1 if sync_cache is None else sync_cache
-        if sync_cache and num_replicas > 1 and not (dist.is_available() and dist.is_initialized()):
+        if sync_cache and num_replicas > 1 and not _dist.in_job():
             raise ValueError(
                 "merging the ranks' caches needs an initialised torch.distributed process group: call "
                 "init_process_group first, or pass sync_cache=False if every rank's cache holds the same losses"
@@ -188,17 +186,10 @@ class PruningSampler(Sampler[int]):
 
     def _merge_ranks(self) -> None:
         """Make every rank's cache hold, per sample, the entry measured last (ties: the highest rank's)."""
-        losses, when = self.cache.dense_entries()
-        latest = when.clone()
-        dist.all_reduce(latest, op=dist.ReduceOp.MAX)
-        owner = torch.where((when == latest) & (latest >= 0), self.rank, -1).to(torch.int32)
-        dist.all_reduce(owner, op=dist.ReduceOp.MAX)
-        mine = owner == self.rank
-        merged = torch.where(mine, losses, torch.zeros_like(losses))
-        dist.all_reduce(merged, op=dist.ReduceOp.SUM)
-        update = (owner >= 0) & ~mine
-        for measured in torch.unique(latest[update]).tolist():
-            ids = torch.nonzero(update & (latest == measured)).squeeze(1)
+        merged, taken = _dist.merge_latest(*self.cache.dense_entries(), self.rank)
+        update = taken >= 0
+        for measured in torch.unique(taken[update]).tolist():
+            ids = torch.nonzero(update & (taken == measured)).squeeze(1)
             self.cache.observe(ids, merged[ids], int(measured), restamp=True)  # measured then, either refresh
 
     def _shard(self) -> torch.Tensor:

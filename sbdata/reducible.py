@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from .policies import Selection, SelectionPolicy
+from .policy_types import PolicyOptions, ScoreContext
 from .registry import resolve_policy
-from .scoring import ScoreContext
 
 __all__ = ["ReducibleLoss"]
 
@@ -62,7 +62,7 @@ class ReducibleLoss(SelectionPolicy):
     def uses_population(self) -> bool:
         return self.base.uses_population
 
-    def bind(self, options: Any) -> None:
+    def bind(self, options: PolicyOptions) -> None:
         if isinstance(self.irreducible, nn.Module):
             for tensor in (*self.irreducible.parameters(), *self.irreducible.buffers()):
                 if tensor.device != options.device:

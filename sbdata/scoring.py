@@ -6,7 +6,6 @@ import contextlib
 import copy
 import inspect
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -15,6 +14,7 @@ from torch import nn
 
 from ._batch import as_tensor, map_fields
 from ._gradnorm import SCORES, closed_form_ignore_index, gradnorm
+from .policy_types import ScoreContext  # its home is policy_types; importable from here as before
 
 __all__ = ["ScoreContext", "Scorer", "dropout_seed", "per_sample_loss_fn"]
 
@@ -155,18 +155,6 @@ def scoring_mode(model: nn.Module, mode: str, device: torch.device, seed: int | 
                         module._buffers[name] = buffer  # a forward that rebinds a buffer gets the original back
                         buffer.copy_(value)  # in place (kernels such as batch_norm's need not bump _version)
             _restore_training(model, modules, flags, plain)
-
-
-@dataclass
-class ScoreContext:
-    """What a policy may use besides the losses (e.g. :class:`ReducibleLoss`): one SB batch as it was scored."""
-
-    inputs: Any
-    targets: Any
-    ids: Any
-    batch_size: int
-    device: torch.device
-    score: Callable[[nn.Module], torch.Tensor]
 
 
 class Scorer:

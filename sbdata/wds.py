@@ -14,6 +14,7 @@ WebDataset import and decodes nothing: decoding (and its safety) stays in the us
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -24,7 +25,7 @@ from ._options import EngineOptions, LossFn, Unpack
 from ._placement import check_not_in_worker
 from .engine import SelectionEngine
 
-__all__ = ["SBSelect", "SelectStage", "sb_select"]
+__all__ = ["SelectStage", "sb_select"]
 
 _FIX = (
     "compose it after the loader, in the training process: wds.WebLoader(ds, ...).compose(sb_select(...)) or "
@@ -70,8 +71,17 @@ class SelectStage(EngineFront):
         return self.engine.source_position if self.engine.continues_saved_epoch else 0
 
 
-SBSelect = SelectStage
-"""The stage class's earlier name, kept importable."""
+def __getattr__(name: str) -> Any:
+    """``SBSelect``, the stage class's earlier name (a near-homonym of ``sbdata.nodes.SBSelector``), still imports,
+    with a ``DeprecationWarning``."""
+    if name == "SBSelect":
+        warnings.warn(
+            "sbdata.wds.SBSelect is now sbdata.wds.SelectStage (build it with sb_select(...))",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return SelectStage
+    raise AttributeError(f"module 'sbdata.wds' has no attribute {name!r}")
 
 
 def sb_select(model: nn.Module, loss_fn: LossFn, **options: Unpack[EngineOptions]) -> SelectStage:
@@ -86,4 +96,4 @@ def sb_select(model: nn.Module, loss_fn: LossFn, **options: Unpack[EngineOptions
     Returns:
         A :class:`SelectStage`, usable in ``.compose(...)`` and ``wds.DataPipeline(..., stage)``.
     """
-    return SBSelect(model, loss_fn, **options)
+    return SelectStage(model, loss_fn, **options)

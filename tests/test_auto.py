@@ -183,8 +183,11 @@ def test_live_costs_from_a_fixed_clock():
     sb = SBLoader(batches, OracleModel(table), ce, keep=settings(costs=None, clock=clock))
     outputs = list(sb)
     assert sizes(outputs) == [B] * 8  # scoring 16 costs as much as training 16: selection cannot pay
+    # every other probe scores a quarter batch (4), which lasts 1 s too: the scoring line is all fixed cost, and
+    # training, timed at 16 only, scales as scoring does: every call costs 1 s whatever its size
+    assert sorted(sb.engine.auto.meter.score_times) == [B // 4, B]
     costs = sb.engine.auto.meter.table()
-    assert costs == CostTable(score_per_sample=1 / B, train_per_sample=1 / B)
+    assert costs == CostTable(score_per_sample=0.0, train_per_sample=0.0, score_fixed=1.0, train_fixed=1.0)
     assert sb.stats.auto_speedup < 1
 
 
@@ -356,3 +359,27 @@ def test_transformers_trainer_passes_keep_auto_through(tmp_path):
     assert stats.auto_history and stats.steps == len(trainer.seen)  # decisions were taken, every batch trained
     shares = {keep for _, on, keep, *_ in stats.auto_history if on}
     assert {len(step) for step in trainer.seen} <= {BATCH} | {keep_count(keep, BATCH) for keep in shares}
+
+
+def test_the_live_meter_takes_medians_and_ignores_sizes_timed_too_rarely():
+    from sbdata._meter import MIN_CALLS, CostMeter
+
+    seconds = iter([])
+    meter = CostMeter(torch.device("cpu"), clock=lambda: next(seconds))
+    # scoring: 64 samples in 1 s and 256 in 2 s (fixed 2/3, 1/192 per sample); training at 256: 3 s, with one call
+    # of 30 s (an evaluation between two steps) that a mean would take in; one short batch of 100 timed once
+    calls = [(64, 1.0)] * 5 + [(256, 2.0)] * 5
+    trains = [(256, 3.0)] * 4 + [(256, 30.0)] + [(100, 9.0)]
+    for n, duration in calls:
+        seconds = iter([0.0, duration])
+        meter.begin_score()
+        meter.end_score(n)
+    for n, duration in trains:
+        seconds = iter([0.0, duration])
+        meter.handed(n)
+        meter.requested()
+    table = meter.table()
+    assert len(meter.train_times[100]) < MIN_CALLS  # the short batch is left out of the fit
+    assert table.score(64) == pytest.approx(1.0) and table.score(256) == pytest.approx(2.0)
+    assert table.train(256) == pytest.approx(3.0)  # the median, not the mean (8.4 s)
+    assert table.train(64) == pytest.approx(1.5)  # training scales as scoring: 3 * score(64) / score(256)

@@ -186,7 +186,7 @@ def run_lockstep(
     else:  # how the torchdata node and the WebDataset stage drive the engine
         engine = SelectionEngine(model, ce, **kwargs)
         for _ in range(epochs):
-            engine.begin_epoch()
+            engine.start_pass()
             outs = list(engine.iterate(iter(batches)))
             sizes.append([len(ids_of(out)) for out in outs])
             ids.append([i for out in outs for i in ids_of(out)])
@@ -272,11 +272,11 @@ def scenario_errors(rank: int) -> dict[str, Any]:
     solos = [dist.new_group([0]), dist.new_group([1])]  # every rank creates every group, in the same order
     solo = SelectionEngine(OracleModel(table()), ce, process_group=solos[rank])
     out["solo_lockstep"] = solo._lockstep is not None
-    solo.begin_epoch()  # a group of one in a larger job is a deliberate choice, not a late init
+    solo.start_pass()  # a group of one in a larger job is a deliberate choice, not a late init
     with mock.patch("torch.distributed.is_initialized", return_value=False):
         early = SelectionEngine(OracleModel(table()), ce)  # as if built before init_process_group
     try:
-        early.begin_epoch()
+        early.start_pass()
     except RuntimeError as error:
         out["late"] = str(error)
     try:

@@ -40,7 +40,7 @@ def test_fixed_size_batches_over_an_epoch(policy, interrupt):
     for out in sb:
         sizes.append(len(ids_of(out)))
         seen.extend(ids_of(out))
-        assert sb.engine.pending <= out_size + in_size  # the pool bound
+        assert sb.engine.held_samples <= out_size + in_size  # the pool bound
     plain = [len(ids_of(b)) for i, b in enumerate(batches) if interrupt and (i + 1) % interrupt == 0]
     sb_sizes = [s for s in sizes if s != in_size] if interrupt else sizes
     assert all(size == out_size for size in sb_sizes[:-1]), sizes
@@ -286,3 +286,12 @@ def test_nan_raise_flag_overflowing_to_inf_on_finite_scores_raises_nothing_and_l
         HostCopy.ready = original_ready
     with pytest.raises(ValueError, match=r"positions \[1\] of loader batch 19"):
         check.settle()
+
+
+def test_old_names_still_work_with_a_deprecation_warning():
+    engine = SelectionEngine(OracleModel([1.0] * 4), ce)
+    with pytest.warns(DeprecationWarning, match="pending is now held_samples"):
+        assert engine.pending == engine.held_samples == 0
+    with pytest.warns(DeprecationWarning, match=r"begin_epoch\(\) is internal: call start_pass\(\)"):
+        engine.begin_epoch()
+    assert engine.epoch == 0 and engine.epoch_step == 0

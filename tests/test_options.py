@@ -10,10 +10,10 @@ from torch import nn
 
 import sbdata
 from sbdata import EngineOptions, SBCollator, SBLoader, SelectionEngine
+from sbdata._dist import SYNC_MODES
 from sbdata._gradnorm import SCORES
 from sbdata._options import NanPolicy, PolicyName, ScoreMode, ScoreName, SyncMode, check_fingerprint, fingerprint
 from sbdata._step import NAN_POLICIES
-from sbdata.distributed import SYNC_MODES
 from sbdata.registry import POLICIES
 from sbdata.scoring import SCORE_MODES
 

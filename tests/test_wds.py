@@ -217,8 +217,10 @@ def test_two_calls_of_the_stage_before_either_is_advanced_the_older_iterator_rai
     assert len(list(b)) == 8
 
 
-def test_stage_class_has_a_role_name_and_keeps_its_earlier_one():
-    from sbdata.wds import SBSelect
+def test_stage_class_has_a_role_name_and_keeps_its_earlier_one_with_a_deprecation_warning():
+    import sbdata.wds
 
     stage = sb_select(OracleModel(LOSSES), ce, keep=0.5)
-    assert type(stage) is SelectStage and SBSelect is SelectStage
+    with pytest.warns(DeprecationWarning, match="SBSelect is now sbdata.wds.SelectStage"):
+        old = sbdata.wds.SBSelect
+    assert type(stage) is SelectStage and old is SelectStage and "SBSelect" not in sbdata.wds.__all__

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..schedule import Schedule
@@ -38,7 +38,7 @@ def trainer_schedule(start: float = 0.5, end: float = 0.9, interrupt: int = 2) -
     return Schedule(start=start, end=end, interrupt=interrupt, progress=TrainerClock())
 
 
-def bind_clock(options: dict[str, Any], read: Callable[[], float]) -> None:
+def bind_clock(options: Mapping[str, Any], read: Callable[[], float]) -> None:
     """Attach ``read`` to the :class:`TrainerClock` of ``options["schedule"]``, if it has one."""
     schedule = options.get("schedule")
     clock = getattr(schedule, "progress", None)

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from .._guards import rank_and_world
+from .._dist import rank_and_world
 
 __all__ = ["load_rank_state", "rank_state_path", "save_rank_state"]
 

@@ -24,6 +24,7 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without accelerate installed
     raise ImportError("sbdata.integrations.accelerate needs accelerate: pip install accelerate") from error
 
+from .._options import EngineOptions, Unpack
 from ..loader import SBLoader
 from ._state import load_rank_state, save_rank_state
 
@@ -46,7 +47,9 @@ def load_sb_state(sb: SBLoader, directory: str | Path) -> None:
     load_rank_state(sb, directory)
 
 
-def wrap(accelerator: accelerate.Accelerator, loader: Any, model: Any, loss_fn: Any = None, **options: Any) -> SBLoader:
+def wrap(
+    accelerator: accelerate.Accelerator, loader: Any, model: Any, loss_fn: Any = None, **options: Unpack[EngineOptions]
+) -> SBLoader:
     """``SBLoader`` over a prepared loader, saved and loaded per rank with ``accelerator.save_state/load_state``.
 
     Args:
@@ -67,9 +70,9 @@ def wrap(accelerator: accelerate.Accelerator, loader: Any, model: Any, loss_fn: 
         )
     if not _is_prepared(loader) and hasattr(loader, "batch_sampler"):
         loader = accelerator.prepare(loader)
-    if loss_fn is not None:
-        options["loss_fn"] = loss_fn
-    sb = SBLoader(loader, model, **options)
+    if loss_fn is None:
+        raise TypeError("pass loss_fn, the per-sample loss (or an adapter's hooks: **sbdata.adapters.causal_lm())")
+    sb = SBLoader(loader, model, loss_fn, **options)
     accelerator.register_save_state_pre_hook(lambda models, weights, directory: save_sb_state(sb, directory))
     accelerator.register_load_state_pre_hook(lambda models, directory: load_sb_state(sb, directory))
     return sb

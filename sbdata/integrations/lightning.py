@@ -33,7 +33,8 @@ except ImportError as error:  # pragma: no cover - exercised only without lightn
 
 import torch.distributed as dist
 
-from .._guards import rank_and_world
+from .._dist import rank_and_world
+from .._options import EngineOptions, Unpack
 from ..loader import SBLoader
 from ._clock import bind_clock, trainer_schedule
 
@@ -101,7 +102,9 @@ def _refuse_read_ahead(sb: SBLoader, module: pl.LightningModule) -> None:
         ) from None
 
 
-def sb_train_dataloader(trainer: pl.Trainer, loader: Any, loss_fn: Any = None, **options: Any) -> LightningSBLoader:
+def sb_train_dataloader(
+    trainer: pl.Trainer, loader: Any, loss_fn: Any = None, **options: Unpack[EngineOptions]
+) -> LightningSBLoader:
     """The training loader for ``trainer``: ``loader`` prepared as Lightning prepares a plain one, then selected.
 
     Call it from ``train_dataloader()`` of a ``LightningModule`` or ``LightningDataModule`` (the trainer is
@@ -120,8 +123,8 @@ def sb_train_dataloader(trainer: pl.Trainer, loader: Any, loss_fn: Any = None, *
     """
     module = trainer.lightning_module
     loader = _process_dataloader(trainer, TrainerFn.FITTING, RunningStage.TRAINING, loader)
-    if loss_fn is not None:
-        options["loss_fn"] = loss_fn
+    if loss_fn is None:
+        raise TypeError("pass loss_fn, the per-sample loss (or an adapter's hooks: **sbdata.adapters.causal_lm())")
     total: list[float] = []
 
     def progress() -> float:
@@ -130,7 +133,7 @@ def sb_train_dataloader(trainer: pl.Trainer, loader: Any, loss_fn: Any = None, *
         return trainer.global_step / total[0]
 
     bind_clock(options, progress)
-    sb = LightningSBLoader(loader, module, **options)
+    sb = LightningSBLoader(loader, module, loss_fn, **options)
     _refuse_read_ahead(sb, module)
     return sb
 
@@ -144,7 +147,9 @@ class SBDataModule(pl.LightningDataModule):
         **options: options of :class:`~sbdata.SelectionEngine`.
     """
 
-    def __init__(self, datamodule: pl.LightningDataModule, loss_fn: Any = None, **options: Any) -> None:
+    def __init__(
+        self, datamodule: pl.LightningDataModule, loss_fn: Any = None, **options: Unpack[EngineOptions]
+    ) -> None:
         super().__init__()
         self.datamodule = datamodule
         self.loss_fn = loss_fn

@@ -1,8 +1,9 @@
 """The fast path for the common batch: a plain tuple or list of tensors, such as ``(x, y)``.
 
 Such a batch's fields are its items, so it is sized, moved, split and subset without the general traversal of
-:mod:`sbdata._batch`, with the same results; the engine checks :func:`tensor_sequence` once per loader batch and
-then calls these directly. :func:`pair_group` recognises one level more, the pool's ``(subset, weights)`` pieces.
+:mod:`sbdata._batch`, with the same results: each of ``_batch``'s entry points (``batch_size``, ``to_device``,
+``select``, ``default_split``) checks :func:`tensor_sequence` first and takes these, so the dispatch lives in one
+place. :func:`pair_group` recognises one level more, the pool's ``(subset, weights)`` pieces.
 """
 
 from __future__ import annotations
