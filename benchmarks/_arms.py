@@ -56,6 +56,21 @@ class Probe:
         return self.scored() * (self.pixel_ratio + self.extra_forwards)
 
 
+class OwnRecipe:
+    """For an arm dataclass with its own ``batch`` and ``lr`` fields: the recipe ``train_run`` trains it with, and
+    the configuration its record holds."""
+
+    batch: int
+    lr: float
+
+    @property
+    def recipe(self) -> dict[str, Any]:
+        return {"batch": self.batch, "lr": self.lr}
+
+    def describe(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "name"}  # type: ignore[call-overload]
+
+
 @dataclass(frozen=True)
 class Arm:
     """One training configuration. ``policy=None`` is a plain baseline (``small_batch`` trains at keep*B).

@@ -8,7 +8,7 @@ history, for the plot).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from sbdata import SBLoader
 from sbdata.auto import Auto
 
-from ._arms import Probe
+from ._arms import OwnRecipe, Probe
 from ._harness import ShuffledBatches
 
 HISTORY = 100_000  # decisions kept by the auto arms: the whole run, for the decisions plot
@@ -43,7 +43,7 @@ class Weighted:
 
 
 @dataclass(frozen=True)
-class SelectArm:
+class SelectArm(OwnRecipe):
     """One configuration at its own batch and LR.
 
     Attributes:
@@ -63,13 +63,6 @@ class SelectArm:
     keep: float | str = 1.0
     score: str = "loss"
     weighted: bool = False
-
-    @property
-    def recipe(self) -> dict[str, Any]:
-        return {"batch": self.batch, "lr": self.lr}
-
-    def describe(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "name"}
 
     def build(self, model, split, *, family: str, batch: int, epochs: int, seed: int) -> tuple[Any, Probe]:
         source = ShuffledBatches(split.fields(), self.batch, seed)

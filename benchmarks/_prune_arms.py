@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from sbdata import LossCache, PruningSampler, SBLoader
 
-from ._arms import Probe
+from ._arms import OwnRecipe, Probe
 from ._harness import ShuffledBatches
 
 
@@ -108,7 +108,7 @@ def _inputs_targets(batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torc
 
 
 @dataclass(frozen=True)
-class PruneArm:
+class PruneArm(OwnRecipe):
     """One arm: plain training, pruning, SB with a cache, or both, at its own batch size and LR.
 
     Attributes:
@@ -130,13 +130,6 @@ class PruneArm:
     anneal: float = 0.125
     sb_keep: float | None = None
     staleness: int = 2
-
-    @property
-    def recipe(self) -> dict[str, Any]:
-        return {"batch": self.batch, "lr": self.lr}
-
-    def describe(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "name"}
 
     def build(self, model, split, *, family: str, batch: int, epochs: int, seed: int) -> tuple[Any, Probe]:
         tensors = split.fields()

@@ -5,9 +5,10 @@ The scoring pass is timed around the SB step (or a probe): with the controller's
 both completed, so timing never waits for the device. The training step is the interval between handing an output
 on and the next request for one, attributed to that output's size; that interval also holds whatever else the loop
 does between steps (an evaluation, logging, a checkpoint), so every estimate is a **median** of the last
-:data:`WINDOW` calls of a size, and a size enters a fit only once it has :data:`MIN_CALLS` of them (an epoch's short
-last batch, timed once per epoch, often beside an evaluation, does not bend the line). Measurements are kept as the
-recent seconds per size (at most :data:`MAX_SIZES` sizes each), plain numbers for the state.
+:data:`WINDOW` calls of a size, and a size enters a fit only once it has :data:`MIN_CALLS` calls and at least
+:data:`MIN_SHARE` of the calls of the size timed most: an epoch's short last batch, timed once per epoch and often
+right beside an evaluation, does not bend the line. Measurements are kept as the call count and the recent seconds
+per size (at most :data:`MAX_SIZES` sizes each), plain numbers for the state.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = ["MAX_SIZES", "CostMeter"]
 MAX_SIZES = 16  # distinct batch sizes remembered per kind; more (e.g. many short last batches) are not recorded
 WINDOW = 32  # recent calls per size whose median is the estimate
 MIN_CALLS = 4  # calls of a size before it enters a fit (once no size has that many, the best-measured one serves)
+MIN_SHARE = 0.1  # ... and its share of the calls of the size timed most (rare sizes are the contaminated ones)
 MAX_IN_FLIGHT = 64  # CUDA timings not yet completed; older ones are dropped unread
 
 
@@ -40,7 +42,7 @@ class CostMeter:
         self.device = device
         self.events = device.type == "cuda" and clock is None
         self.clock = clock if clock is not None else (time.thread_time if device.type == "cpu" else time.perf_counter)
-        self.score_times: dict[int, list[float]] = {}  # size -> seconds of its recent calls
+        self.score_times: dict[int, list[float]] = {}  # size -> [calls, seconds of the recent calls...]
         self.train_times: dict[int, list[float]] = {}
         self._started: Any = None
         self._in_flight: list[tuple[Any, Any, int]] = []
@@ -122,22 +124,25 @@ class CostMeter:
 
 
 def _add(table: dict[int, list[float]], n: int, seconds: float) -> None:
+    """Count one call of size ``n`` and keep its seconds among the last :data:`WINDOW` (entry: calls, seconds...)."""
     entry = table.get(n)
     if entry is None:
         if len(table) >= MAX_SIZES:
             return
-        entry = table[n] = []
+        entry = table[n] = [0.0]
+    entry[0] += 1
     entry.append(max(0.0, seconds))
-    del entry[:-WINDOW]
+    del entry[1 : max(1, len(entry) - WINDOW)]
 
 
 def _medians(table: dict[int, list[float]]) -> dict[int, float]:
-    """The median seconds of each size with :data:`MIN_CALLS` calls or more; of the best-measured size alone when
-    none has that many yet."""
-    sized = {n: values for n, values in table.items() if len(values) >= MIN_CALLS}
+    """The median seconds of each size with :data:`MIN_CALLS` calls or more and :data:`MIN_SHARE` of the calls of
+    the size timed most; of that size alone when no other qualifies."""
+    most = max(entry[0] for entry in table.values())
+    sized = {n: entry[1:] for n, entry in table.items() if entry[0] >= max(MIN_CALLS, MIN_SHARE * most)}
     if not sized:
-        n = max(table, key=lambda size: (len(table[size]), size))
-        sized = {n: table[n]}
+        n = max(table, key=lambda size: (table[size][0], size))
+        sized = {n: table[n][1:]}
     return {n: sorted(values)[len(values) // 2] for n, values in sized.items()}
 
 

@@ -168,6 +168,33 @@ class StageStream:
         self.epoch, self.started = state["epoch"], state["started"]
 
 
+class CollatedRun:
+    """An :class:`~sbdata.SBCollator` inside torchdata's ``StatefulDataLoader``: one resumable pipeline whose
+    checkpoint holds both states (for :func:`check_resume`).
+
+    Args:
+        collator: the collator, built fresh for each run.
+        dataset: the map-style dataset the loader reads.
+        batch_size: the loader's batch size. Default 4.
+    """
+
+    def __init__(self, collator: Any, dataset: Any, batch_size: int = 4) -> None:
+        from torchdata.stateful_dataloader import StatefulDataLoader
+
+        self.collator = collator
+        self.loader = StatefulDataLoader(dataset, batch_size=batch_size, collate_fn=collator)
+
+    def __iter__(self) -> Any:
+        return iter(self.loader)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"loader": self.loader.state_dict(), "collator": self.collator.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.loader.load_state_dict(state["loader"])
+        self.collator.load_state_dict(state["collator"])
+
+
 def check_resume(
     make: Callable[[], Any],
     *,

@@ -379,7 +379,27 @@ def test_the_live_meter_takes_medians_and_ignores_sizes_timed_too_rarely():
         meter.handed(n)
         meter.requested()
     table = meter.table()
-    assert len(meter.train_times[100]) < MIN_CALLS  # the short batch is left out of the fit
+    assert meter.train_times[100][0] < MIN_CALLS  # the short batch is left out of the fit
     assert table.score(64) == pytest.approx(1.0) and table.score(256) == pytest.approx(2.0)
     assert table.train(256) == pytest.approx(3.0)  # the median, not the mean (8.4 s)
     assert table.train(64) == pytest.approx(1.5)  # training scales as scoring: 3 * score(64) / score(256)
+
+
+def test_a_size_timed_rarely_stays_out_of_the_fit_however_long_the_run():
+    from sbdata._meter import MIN_SHARE, CostMeter
+
+    seconds = iter([])
+    meter = CostMeter(torch.device("cpu"), clock=lambda: next(seconds))
+    # 8 epochs of 40 batches of 256 (3 s) and one short last batch of 128 each, every one beside an evaluation (60 s)
+    for _ in range(8):
+        for n, duration in [(256, 3.0)] * 40 + [(128, 60.0)]:
+            seconds = iter([0.0, duration])
+            meter.handed(n)
+            meter.requested()
+    for n, duration in ((64, 1.0), (256, 2.0)) * 5:
+        seconds = iter([0.0, duration])
+        meter.begin_score()
+        meter.end_score(n)
+    assert meter.train_times[128][0] == 8 < MIN_SHARE * meter.train_times[256][0]
+    table = meter.table()
+    assert table.train(256) == pytest.approx(3.0) and table.train(64) == pytest.approx(1.5)  # scaled as scoring

@@ -151,11 +151,18 @@ def test_auto_benchmark_smoke(tmp_path):
     assert set(summary["suites"]) == {"cnn100k", "mlp100k", "noisy100k"}
     for suite in summary["suites"].values():
         arms = suite["arms"]
-        assert {"user", "tuned", "topk-0.25", "random-0.25", "importance-gradnorm-0.25", "auto"} <= set(arms)
-        assert arms["user"]["to_user_x"] is not None  # the user's recipe reaches its own mean final accuracy
-        assert 0.0 <= arms["auto"]["on_share"] <= 1.0 and arms["auto"]["predicted_speedup"] > 0
+        assert {"user", "tuned", "topk-0.25", "random-0.25", "importance-gradnorm-0.25", "auto", "auto-topk"} <= set(
+            arms
+        )
+        assert arms["user"]["to_user_x"] == pytest.approx(1.0)  # the seed-mean curve ends at its own mean accuracy
+        for auto in (arms["auto"], arms["auto-topk"]):
+            assert 0.0 <= auto["on_share"] <= 1.0 and auto["predicted_speedup"] > 0
+            if auto["on_share"] == 0.0:  # off, it trains exactly as the user's recipe: probes change nothing
+                assert auto["same_as_user"]
     assert summary["suites"]["noisy100k"]["arms"]["topk-0.25"]["noisy_share"] is not None
     assert summary["timing"]["ratio"] > 0 and summary["timing"]["probe_every"] == 32
+    assert set(summary["lm"]) == {"single-pass", "repeating"}
+    assert {"baseline", "auto", "importance-gradnorm-0.5-shrink"} <= set(summary["lm"]["repeating"])
     assert any(name.endswith("never loses") for name in summary["targets"])
     assert "## Targets" in (tmp_path / "table.md").read_text()
     if PLOTS:

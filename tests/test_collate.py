@@ -3,7 +3,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from sbdata import SBCollator
-from tests.helpers import OracleModel, ce, check_resume, expected_topk, ids_of, oracle_batch
+from tests.helpers import CollatedRun, OracleModel, ce, check_resume, expected_topk, ids_of, oracle_batch
 
 LOSSES = [0.3, 2.5, 0.1, 1.7, 0.9, 3.2, 0.4, 2.2, 1.1, 0.6, 2.9, 0.2, 1.4, 0.8, 2.0, 0.5]
 
@@ -28,29 +28,12 @@ def test_collator_rejects_a_non_callable_collate_fn():
         SBCollator(OracleModel(LOSSES), ce, collate_fn="stack")
 
 
-class CollatedRun:
-    """A StatefulDataLoader collating with an SBCollator; a checkpoint holds both states."""
-
-    def __init__(self) -> None:
-        from torchdata.stateful_dataloader import StatefulDataLoader
-
-        self.collator = SBCollator(OracleModel(LOSSES), ce, keep=0.5, policy="random", generator=3)
-        self.loader = StatefulDataLoader(dataset(), batch_size=4, collate_fn=self.collator)
-
-    def __iter__(self):
-        return iter(self.loader)
-
-    def state_dict(self):
-        return {"loader": self.loader.state_dict(), "collator": self.collator.state_dict()}
-
-    def load_state_dict(self, state):
-        self.loader.load_state_dict(state["loader"])
-        self.collator.load_state_dict(state["collator"])
-
-
 def test_collator_state_round_trip():
     # The random policy's generator state travels in the collator's state: the resumed draws continue exactly.
-    check_resume(CollatedRun, epochs=2, midpoints=[1, 2, 3, 5], check_initial=False)
+    def run() -> CollatedRun:
+        return CollatedRun(SBCollator(OracleModel(LOSSES), ce, keep=0.5, policy="random", generator=3), dataset())
+
+    check_resume(run, epochs=2, midpoints=[1, 2, 3, 5], check_initial=False)
 
 
 def test_collator_stats():

@@ -21,6 +21,7 @@ from sbdata.registry import POLICIES
 from sbdata.scoring import Scorer
 from sbdata.wds import sb_select
 from tests.helpers import (
+    CollatedRun,
     OracleModel,
     StageStream,
     ce,
@@ -397,31 +398,14 @@ def test_stage_resumes_exactly():
     check_epoch_resume(lambda: StageStream(batches_for, sb_select(OracleModel(LOSSES), ce, **options())))
 
 
-class CollatedRun:
-    """A StatefulDataLoader collating with an SBCollator that samples by gradnorm; a checkpoint holds both."""
-
-    def __init__(self) -> None:
-        from torch.utils.data import TensorDataset
-        from torchdata.stateful_dataloader import StatefulDataLoader
-
-        self.collator = SBCollator(OracleModel(LOSSES), ce, **{**options(), "batch_size": None})
-        self.loader = StatefulDataLoader(
-            TensorDataset(*oracle_batch(range(16))), batch_size=4, collate_fn=self.collator
-        )
-
-    def __iter__(self):
-        return iter(self.loader)
-
-    def state_dict(self):
-        return {"loader": self.loader.state_dict(), "collator": self.collator.state_dict()}
-
-    def load_state_dict(self, state):
-        self.loader.load_state_dict(state["loader"])
-        self.collator.load_state_dict(state["collator"])
-
-
 def test_collator_resumes_exactly():
-    check_resume(CollatedRun, epochs=2, midpoints=[1, 2, 3, 5], check_initial=False)
+    def run() -> CollatedRun:
+        from torch.utils.data import TensorDataset
+
+        collator = SBCollator(OracleModel(LOSSES), ce, **{**options(), "batch_size": None})
+        return CollatedRun(collator, TensorDataset(*oracle_batch(range(16))))
+
+    check_resume(run, epochs=2, midpoints=[1, 2, 3, 5], check_initial=False)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
