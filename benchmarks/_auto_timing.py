@@ -30,12 +30,16 @@ OFF = CostTable(score_per_sample=1.0, train_per_sample=1.0)  # scoring as dear a
 class Stepper:
     """One arm's training step, batch after batch, its source restarted when it runs out."""
 
-    def __init__(self, batches: list[tuple[torch.Tensor, torch.Tensor]], auto: Auto | None) -> None:
+    def __init__(self, batches: list[tuple[torch.Tensor, torch.Tensor]], auto: Auto | None, **options: Any) -> None:
         torch.manual_seed(0)
         self.model = MODELS["cnn"]()
         recipe = RECIPES["cnn"]
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=recipe["lr"], weight_decay=1e-4)
-        self.source: Any = batches if auto is None else SBLoader(batches, self.model, F.cross_entropy, keep=auto)
+        self.weighted = bool(options.get("return_weights"))
+        if auto is None:
+            self.source: Any = batches
+        else:
+            self.source = SBLoader(batches, self.model, F.cross_entropy, keep=auto, **options)
         self.batches = iter(self.source)
 
     def step(self) -> None:
@@ -43,9 +47,13 @@ class Stepper:
         if batch is None:
             self.batches = iter(self.source)
             batch = next(self.batches)
-        x, y = batch
         self.model.train()
-        loss = F.cross_entropy(self.model(x), y)
+        if self.weighted:  # the weighted mean, as the importance-sampling arms train
+            (x, y), weights = batch
+            loss = (weights * F.cross_entropy(self.model(x), y, reduction="none")).sum()
+        else:
+            x, y = batch
+            loss = F.cross_entropy(self.model(x), y)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
@@ -57,11 +65,16 @@ def timing(out: Path, *, smoke: bool = False) -> dict[str, Any]:
     x, y = data.x_train, data.y_train
     batches = [(x[i : i + 256], y[i : i + 256]) for i in range(0, len(x) - 255, 256)]
     auto = Auto()
-    arms = {"plain loop": Stepper(batches, None), "auto (off)": Stepper(batches, Auto(costs=OFF))}
+    weighted = {"policy": "importance", "score": "gradnorm", "return_weights": True}
+    arms = {
+        "plain loop": Stepper(batches, None),
+        "auto (off)": Stepper(batches, Auto(costs=OFF)),
+        "auto importance-gradnorm (off)": Stepper(batches, Auto(costs=OFF), **weighted),
+    }
     rounds = 3 if smoke else ROUNDS
     seconds: dict[str, list[float]] = {name: [] for name in arms}
     for turn in range(WARMUP + rounds):
-        for name, stepper in arms.items() if turn % 2 == 0 else reversed(arms.items()):
+        for name, stepper in arms.items() if turn % 2 == 0 else reversed(list(arms.items())):
             started = cpu_clock()
             for _ in range(BLOCK):
                 stepper.step()
@@ -69,10 +82,15 @@ def timing(out: Path, *, smoke: bool = False) -> dict[str, Any]:
                 seconds[name].append((cpu_clock() - started) / BLOCK)
     medians = {name: statistics.median(values) for name, values in seconds.items()}
     stats = arms["auto (off)"].source.stats
+    plain = seconds["plain loop"]
     result = {
         "per_step_ms": {name: 1e3 * value for name, value in medians.items()},
         "ratio": medians["auto (off)"] / medians["plain loop"],
-        "ratio_per_round": [a / p for a, p in zip(seconds["auto (off)"], seconds["plain loop"], strict=True)],
+        "ratio_per_round": [a / p for a, p in zip(seconds["auto (off)"], plain, strict=True)],
+        "ratio_weighted": medians["auto importance-gradnorm (off)"] / medians["plain loop"],
+        "ratio_weighted_per_round": [
+            a / p for a, p in zip(seconds["auto importance-gradnorm (off)"], plain, strict=True)
+        ],
         "auto_on_share": stats.auto_on_share,
         "probe_every": auto.probe_every,
         "samples_scored": stats.samples_scored,
@@ -82,7 +100,8 @@ def timing(out: Path, *, smoke: bool = False) -> dict[str, Any]:
     table = (
         "| arm | ms per step (median) |\n| --- | --- |\n"
         + "".join(f"| {name} | {1e3 * value:.3f} |\n" for name, value in medians.items())
-        + f"\nauto (off) / plain loop: {result['ratio']:.3f} (target <= 1.02; on-share {stats.auto_on_share:.2f})\n"
+        + f"\nauto (off) / plain loop: {result['ratio']:.3f}; importance-gradnorm, weighted: "
+        + f"{result['ratio_weighted']:.3f} (target <= 1.02; on-share {stats.auto_on_share:.2f})\n"
     )
     write_results(out / "timing", "timing", result, table)
     (out / "timing" / "timing_raw.json").write_text(json.dumps(seconds))
