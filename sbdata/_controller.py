@@ -36,7 +36,8 @@ class AutoController:
         self.batch_size, self.tracker, self.lockstep = batch_size, tracker, lockstep
         self.meter = None if settings.costs is not None else CostMeter(device, settings.clock)
         self.on = False
-        self.keep = sb_step.keep = min(max(0.5, settings.min_keep), settings.max_keep)
+        self.min_keep = settings.lowest_keep(unbiased=bool(sb_step.policy.weighted and sb_step.return_weights))
+        self.keep = sb_step.keep = min(max(0.5, self.min_keep), settings.max_keep)
         self.tau = math.nan
         self.speedup = self.score_share = math.nan
         self.window, self.batches, self.samples = 0, 0, 0  # scored steps, and their batches and samples
@@ -124,7 +125,7 @@ class AutoController:
         batch = max(1, round(samples / batches))
         reuse = reused_all / seen_all if seen_all else 0.0
         keep, self.speedup = best_keep(self.tau, costs, batch, batch_size=self.batch_size,
-                                       min_keep=self.settings.min_keep, max_keep=self.settings.max_keep,
+                                       min_keep=self.min_keep, max_keep=self.settings.max_keep,
                                        step=self.settings.grid, reuse=reuse)  # fmt: skip
         self.score_share = score_share(keep, batch, costs, reuse, self.batch_size)
         if self.on and self.speedup < 1.0:

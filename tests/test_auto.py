@@ -48,7 +48,15 @@ def plan(*phases: tuple[str, int]) -> tuple[list[float], list[tuple[torch.Tensor
 
 def settings(**overrides: Any) -> Auto:
     """Read every 2 scored steps, probe every batch while off, no smoothing (tau is the window's), FE costs."""
-    values = {"every": 2, "probe_every": 1, "smoothing": 0.0, "margin": MARGIN, "costs": FE, **overrides}
+    values = {
+        "every": 2,
+        "probe_every": 1,
+        "smoothing": 0.0,
+        "margin": MARGIN,
+        "costs": FE,
+        "min_keep": 0.1,
+        **overrides,
+    }
     return Auto(**{"probes": values["every"], **values})  # while off, a read per `every` probes too
 
 
@@ -232,7 +240,7 @@ def test_a_state_saved_with_another_keep_mode_refuses_to_load_and_old_states_loa
     table, batches = plan(("conc", 2))
     fixed = SBLoader(batches, OracleModel(table), ce, keep=0.5)
     auto = SBLoader(batches, OracleModel(table), ce, keep="auto")
-    with pytest.raises(ValueError, match=r"saved with keep=None but this loader has keep='auto\(min_keep=0.1"):
+    with pytest.raises(ValueError, match=r"saved with keep=None but this loader has keep='auto\(min_keep=None"):
         auto.load_state_dict(roundtrip(fixed.state_dict()))
     with pytest.raises(ValueError, match=r"saved with keep='auto\(.*\)' but this loader has keep=None"):
         fixed.load_state_dict(roundtrip(auto.state_dict()))
@@ -282,7 +290,7 @@ def test_no_sync_per_step_with_keep_auto():
     cheap = CostTable(score_per_sample=0.001, train_per_sample=3.0)  # pooled, this pays even on a tau of 1.1
     for config in ({"costs": cheap, "batch_size": 8}, {"costs": FE}):  # on, and off with probes
         pooled = {"batch_size": config.pop("batch_size")} if "batch_size" in config else {}
-        auto = Auto(every=2, probe_every=2, probes=2, **config)
+        auto = Auto(every=2, probe_every=2, probes=2, min_keep=0.1, **config)
         sb = SBLoader([], OracleModel(LOSSES), ce, keep=auto, generator=1, **pooled)
         steps = 0
         for epoch in epochs:
@@ -403,3 +411,23 @@ def test_a_size_timed_rarely_stays_out_of_the_fit_however_long_the_run():
     assert meter.train_times[128][0] == 8 < MIN_SHARE * meter.train_times[256][0]
     table = meter.table()
     assert table.train(256) == pytest.approx(3.0) and table.train(64) == pytest.approx(1.5)  # scaled as scoring
+
+
+@pytest.mark.parametrize(
+    ("options", "lowest"),
+    [
+        ({}, 0.5),  # top-k, the default: a biased subset, which the estimate does not price
+        ({"policy": "importance"}, 0.5),  # sampled, but trained unweighted: biased too
+        ({"policy": "importance", "return_weights": True}, 0.1),  # unbiased importance sampling
+        ({"policy": "importance", "return_weights": True, "keep": Auto(min_keep=0.3)}, 0.3),  # the user's choice
+        ({"keep": Auto(max_keep=0.4)}, 0.4),  # never above max_keep
+    ],
+)
+def test_the_lowest_share_defaults_by_whether_the_policy_is_unbiased(options, lowest):
+    table, batches = plan(("conc", 12))
+    options = {"keep": Auto(costs=FE, every=2, probes=2, probe_every=1, smoothing=0.0), **options}
+    sb = SBLoader(batches, OracleModel(table), ce, **options)
+    assert sb.engine.auto.min_keep == lowest
+    outputs = list(sb)
+    kept = {len(out[0][0] if isinstance(out[0], tuple) else out[0]) for out in outputs}
+    assert min(kept) >= math.ceil(lowest * B - 1e-9)  # the controller never keeps fewer

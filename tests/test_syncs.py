@@ -141,7 +141,9 @@ CONFIGS = [
     pytest.param({"cache": "keyed-strings", "observe": True, "refresh": "scored"}, id="keyed-strings-observe-scored"),
     pytest.param({"cache": "keyed-strings", "observe": True, "batch_size": 8}, id="keyed-strings-pooled"),
     # keep="auto" on a fixed cost table: on (scoring nearly free; pooled), and off with probes every 2nd batch
-    pytest.param({"keep": Auto(every=2, costs=CostTable(1e-3, 3.0)), "batch_size": 8}, id="auto-on-pooled"),
+    pytest.param(
+        {"keep": Auto(every=2, min_keep=0.1, costs=CostTable(1e-3, 3.0)), "batch_size": 8}, id="auto-on-pooled"
+    ),
     pytest.param({"keep": Auto(every=2, probe_every=2, costs=CostTable.forward_equivalents())}, id="auto-off-probes"),
     pytest.param({"policy": "importance", "return_weights": True}, id="importance-weights"),
     pytest.param({"policy": "importance", "nan_policy": "keep", "batch_size": 8}, id="importance-keep-pooled"),
