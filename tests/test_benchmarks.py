@@ -154,7 +154,7 @@ def test_auto_benchmark_smoke(tmp_path):
         assert {"user", "tuned", "topk-0.25", "random-0.25", "importance-gradnorm-0.25", "auto", "auto-topk"} <= set(
             arms
         )
-        assert arms["user"]["to_user_x"] == pytest.approx(1.0)  # the seed-mean curve ends at its own mean accuracy
+        assert 0 < arms["user"]["to_user_x"] <= 1.0  # the seed-mean curve reaches its own mean accuracy by its end
         for auto in (arms["auto"], arms["auto-topk"]):
             assert 0.0 <= auto["on_share"] <= 1.0 and auto["predicted_speedup"] > 0
             if auto["on_share"] == 0.0:  # off, it trains exactly as the user's recipe: probes change nothing
