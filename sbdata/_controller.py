@@ -73,8 +73,9 @@ class AutoController:
         """Add a batch's scores to the window's device sums (no synchronisation)."""
         self.sums = self.sums + score_sums(scores).to(self.sums.device)
 
-    def probe(self, split: Callable[[Any], Any], score: Callable[..., torch.Tensor], batch: Any, n: int) -> None:
-        """Score a batch that is yielded whole, for the estimate (and time it, measuring live).
+    def probe(self, split: Callable[[Any], Any], score: Callable[..., torch.Tensor], batch: Any, n: int) -> int:
+        """Score a batch that is yielded whole, for the estimate (and time it, measuring live); returns how many
+        samples were scored.
 
         Measuring live, every second probe scores only the batch's first quarter, so that the scoring fit has two
         sizes (its fixed cost per call, which prices training at the kept share, against its cost per sample).
@@ -88,6 +89,7 @@ class AutoController:
         self.add(score(inputs, targets, n))
         if self.meter is not None:
             self.meter.end_score(n)
+        return n
 
     def observed(self, losses: torch.Tensor) -> None:
         """Training losses of a yielded batch: while off they are whole batches' losses, so they feed the estimate."""

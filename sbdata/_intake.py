@@ -139,8 +139,7 @@ class Intake:
         def score(inputs: Any, targets: Any, size: int) -> torch.Tensor:
             return sb_step.scorer(sb_step.model, inputs, targets, size, device, seed)
 
-        self.auto.probe(sb_step.split, score, batch, n)  # type: ignore[union-attr]
-        self.tracker.samples_scored += n
+        self.tracker.samples_scored += self.auto.probe(sb_step.split, score, batch, n)  # type: ignore[union-attr]
 
     def end_source(self) -> None:
         """The epoch's source ran out: report a non-finite loss whose flag is still in flight, apply the cache's

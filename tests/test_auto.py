@@ -431,3 +431,14 @@ def test_the_lowest_share_defaults_by_whether_the_policy_is_unbiased(options, lo
     outputs = list(sb)
     kept = {len(out[0][0] if isinstance(out[0], tuple) else out[0]) for out in outputs}
     assert min(kept) >= math.ceil(lowest * B - 1e-9)  # the controller never keeps fewer
+
+
+def test_probes_count_the_samples_they_score_quarter_probes_included():
+    ticks = iter(range(10**6))
+    table, batches = plan(("flat", 8))
+    keep = settings(costs=None, clock=lambda: float(next(ticks)), every=100, probes=100)  # no decision: all probes
+    sb = SBLoader(batches, OracleModel(table), ce, keep=keep)
+    list(sb)
+    # probe_every=1: every batch is probed, every second one (off counts 1, 3, 5, 7) on its first quarter only
+    assert sb.stats.samples_scored == 4 * B + 4 * (B // 4)
+    assert sb.stats.sb_steps == 0 and not sb.stats.auto_on
