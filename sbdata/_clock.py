@@ -45,16 +45,17 @@ class PassClock:
 
     @property
     def continues_saved_epoch(self) -> bool:
-        """Whether the next pass continues a loaded state's epoch (it had not ended)."""
-        return self.restored and not self.pass_finished
+        """Whether the next pass continues a loaded state's epoch (one had begun, and it had not ended)."""
+        return self.restored and self.epochs_begun > 0 and not self.pass_finished
 
     def start_pass(self, source_restored: bool) -> bool:
         """Begin a pass (ending the older passes' iterators); True when it continues the loaded state's epoch.
 
         A pass whose source was restored with the engine always continues, and is not yet finished: its source
-        reports its own end. Otherwise a pass continues only a loaded epoch that had not ended.
+        reports its own end. Otherwise a pass continues only a loaded epoch that had not ended. A state saved before
+        any pass began holds no epoch to continue: the pass begins epoch 0, as it would have without the state.
         """
-        continues = self.restored and (source_restored or not self.pass_finished)
+        continues = self.restored and self.epochs_begun > 0 and (source_restored or not self.pass_finished)
         self.restored = False
         self.pass_id += 1
         if continues and source_restored:

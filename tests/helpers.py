@@ -1,4 +1,4 @@
-"""Shared test helpers: an oracle model with known per-sample losses, batch comparison, and the resume check."""
+"""Shared test helpers: an oracle model with known per-sample losses, batch comparison, and the one save/load check."""
 
 from __future__ import annotations
 
@@ -97,47 +97,111 @@ def roundtrip(state: Any) -> Any:
     return torch.load(buffer, weights_only=True)
 
 
-def check_epoch_resume(
-    make: Callable[[], Any], *, epochs: int = 3, empty_rest_restarts: bool = False
+@dataclasses.dataclass(frozen=True)
+class SavePoint:
+    """Where :func:`check_save_load` takes a state: in ``epoch`` (0-based), after ``taken`` yielded batches, or,
+    with ``taken=None``, after that epoch's pass ended (its ``StopIteration``). ``taken`` equal to the epoch's
+    length is the state after its last batch, before the pass knows it has ended."""
+
+    epoch: int
+    taken: int | None
+
+    def __str__(self) -> str:
+        where = "after the pass ended" if self.taken is None else f"after {self.taken} batches"
+        return f"epoch {self.epoch}, {where}"
+
+
+def every_epoch(epochs: int, sizes: list[int]) -> list[SavePoint]:
+    """The default save points: in every epoch, mid-way, after its last batch, and after its pass ended."""
+    return [SavePoint(e, t) for e in range(epochs) for t in (max(1, sizes[e] // 2), sizes[e], None)]
+
+
+def check_save_load(
+    make: Callable[[], Any],
+    *,
+    epochs: int = 2,
+    at: Iterable[int | SavePoint] | None = None,
+    initial: bool = True,
+    empty_rest_restarts: bool = False,
 ) -> list[list[Any]]:
-    """Exact resume in a fresh process, in every epoch: the matrix of issue 10.
+    """The one save/load check, on torchdata's ``run_test_save_load_state`` pattern, for any front end with
+    ``__iter__``/``state_dict``/``load_state_dict`` (``make()`` builds a fresh, identically seeded pipeline, model
+    included: a fresh process). Iterating the pipeline once is one epoch.
 
-    ``make()`` builds a fresh, identically seeded pipeline (model, loader, engine) each call; iterating it once is
-    one epoch. For each epoch ``e`` and each save point (mid-epoch, after the epoch's last batch but before the
-    pass ended, and at the end of the pass), the state is taken there, serialised with ``torch.save`` and read back
-    with ``weights_only=True``, loaded into a freshly built pipeline, and every later batch (the rest of epoch
-    ``e``, then the passes of the epochs after it) must equal the uninterrupted run's bit for bit. Returns the
-    uninterrupted run, per epoch.
+    First the uninterrupted run of ``epochs`` passes is recorded. Then, if ``initial``, a fresh pipeline loaded
+    with another fresh pipeline's state must replay it whole. Then for each save point a fresh pipeline is run to
+    it (its batches so far must equal the record), its state is serialised with ``torch.save`` and read back with
+    ``weights_only=True``, loaded into a freshly built pipeline, and that pipeline's passes must be exactly the
+    record's rest: the rest of the saved epoch (unless it had ended), then each later epoch, bit for bit.
 
-    A state taken after an epoch's last batch resumes into an empty pass (the rest of that epoch), unless
-    ``empty_rest_restarts``: torchdata's ``Loader`` starts the next epoch at once when a restored iterator has
-    nothing left.
+    Args:
+        make: builds the pipeline.
+        epochs: passes in the run, at least 1. Default 2.
+        at: save points: :class:`SavePoint` values, or ints counting batches yielded over the whole run (so they
+            may cross epochs); those outside ``1..total-1`` are skipped. Default :func:`every_epoch`.
+        initial: check the initial state too. Default True.
+        empty_rest_restarts: a state taken after an epoch's last batch resumes straight into the next epoch
+            (torchdata's ``Loader`` restarts when a restored iterator has nothing left), instead of into an empty
+            pass. Default False.
+
+    Returns:
+        The uninterrupted run: a list of batches per epoch.
     """
     reference = [[copy.deepcopy(batch) for batch in obj] for obj in [make()] for _ in range(epochs)]
-    assert all(reference), f"an epoch yielded nothing: {[len(r) for r in reference]}"
-    for epoch in range(epochs):
-        size = len(reference[epoch])
-        for label, stop in (("mid", max(1, size // 2)), ("last", size), ("end", None)):
-            obj = make()
-            for _ in range(epoch):
-                for _batch in obj:
-                    pass
-            iterator, taken = iter(obj), 0
-            while stop is None or taken < stop:
-                try:
-                    next(iterator)
-                except StopIteration:
-                    break
-                taken += 1
-            state = roundtrip(obj.state_dict())
-            resumed = make()
-            resumed.load_state_dict(state)
-            where = f"resume in epoch {epoch} ({label}, after {taken} batches)"
-            if stop is not None and not (empty_rest_restarts and taken == size):  # a pass finishes the saved epoch
-                _assert_runs_equal([copy.deepcopy(b) for b in resumed], reference[epoch][taken:], where)
-            for later in range(epoch + 1, epochs):
-                _assert_runs_equal([copy.deepcopy(b) for b in resumed], reference[later], f"{where}: epoch {later}")
+    sizes = [len(run) for run in reference]
+    assert all(sizes), f"an epoch yielded nothing: {sizes}"
+    if initial:
+        fresh = make()
+        fresh.load_state_dict(roundtrip(make().state_dict()))
+        _assert_passes(fresh, reference, "from the initial state")
+    for point in every_epoch(epochs, sizes) if at is None else _save_points(at, sizes):
+        obj, where = make(), f"resumed at {point}"
+        head = [[copy.deepcopy(batch) for batch in obj] for _ in range(point.epoch)]
+        iterator, taken = iter(obj), []
+        while point.taken is None or len(taken) < point.taken:
+            try:
+                taken.append(copy.deepcopy(next(iterator)))
+            except StopIteration:
+                break
+        for e, got in enumerate([*head, taken]):
+            _assert_runs_equal(got, reference[e][: len(got)], f"{where}: the run before saving, epoch {e}")
+        state = roundtrip(obj.state_dict())
+        resumed = make()
+        resumed.load_state_dict(state)
+        rest = [] if point.taken is None else [reference[point.epoch][len(taken) :]]
+        if empty_rest_restarts and rest == [[]]:
+            rest = []
+        _assert_passes(resumed, rest + reference[point.epoch + 1 :], where)
     return reference
+
+
+def _save_points(at: Iterable[int | SavePoint], sizes: list[int]) -> list[SavePoint]:
+    """Save points from :class:`SavePoint` values and run-wide batch counts (``k`` = after the k-th batch)."""
+    points = []
+    for point in at:
+        if isinstance(point, SavePoint):
+            points.append(point)
+            continue
+        if not 0 < point < sum(sizes):
+            continue
+        epoch = 0
+        while point > sizes[epoch]:
+            point -= sizes[epoch]
+            epoch += 1
+        points.append(SavePoint(epoch, point))
+    return list(dict.fromkeys(points))
+
+
+def _assert_passes(obj: Any, passes: list[list[Any]], label: str) -> None:
+    """Each pass over ``obj`` yields exactly the next expected epoch."""
+    for i, want in enumerate(passes):
+        _assert_runs_equal([copy.deepcopy(batch) for batch in obj], want, f"{label}: pass {i} after loading")
+
+
+def _assert_runs_equal(got: list[Any], want: list[Any], label: str) -> None:
+    assert len(got) == len(want), f"{label}: {len(got)} batches, expected {len(want)}"
+    for i, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert_batches_equal(a, b, f"{label}: batch {i}")
 
 
 class StageStream:
@@ -170,19 +234,25 @@ class StageStream:
 
 class CollatedRun:
     """An :class:`~sbdata.SBCollator` inside torchdata's ``StatefulDataLoader``: one resumable pipeline whose
-    checkpoint holds both states (for :func:`check_resume`).
+    checkpoint holds both states (for :func:`check_save_load`).
 
     Args:
         collator: the collator, built fresh for each run.
         dataset: the map-style dataset the loader reads.
         batch_size: the loader's batch size. Default 4.
+        shuffle_seed: reshuffle every epoch with torchdata's stateful ``RandomSampler`` seeded so (its generator
+            travels in the loader's state); None reads in order. Default None.
     """
 
-    def __init__(self, collator: Any, dataset: Any, batch_size: int = 4) -> None:
+    def __init__(self, collator: Any, dataset: Any, batch_size: int = 4, shuffle_seed: int | None = None) -> None:
         from torchdata.stateful_dataloader import StatefulDataLoader
+        from torchdata.stateful_dataloader.sampler import RandomSampler
 
         self.collator = collator
-        self.loader = StatefulDataLoader(dataset, batch_size=batch_size, collate_fn=collator)
+        sampler = None
+        if shuffle_seed is not None:
+            sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(shuffle_seed))
+        self.loader = StatefulDataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collator)
 
     def __iter__(self) -> Any:
         return iter(self.loader)
@@ -193,68 +263,6 @@ class CollatedRun:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.loader.load_state_dict(state["loader"])
         self.collator.load_state_dict(state["collator"])
-
-
-def check_resume(
-    make: Callable[[], Any],
-    *,
-    epochs: int = 1,
-    midpoints: Iterable[int] | None = None,
-    check_initial: bool = True,
-) -> list[Any]:
-    """torchdata-style resume check for any front end with ``__iter__``/``state_dict``/``load_state_dict``.
-
-    ``make()`` must build a fresh, identically seeded pipeline each call (model included). Checks that:
-    loading a fresh pipeline's initial state reproduces the whole run (unless ``check_initial`` is False); and
-    for each midpoint (a count of yielded
-    batches over the whole run, which may cross epoch boundaries), saving there, serialising, loading into a
-    freshly built pipeline and finishing the run reproduces the rest exactly. Returns the reference batches.
-    """
-
-    def run(obj: Any, stop_after: int | None = None) -> tuple[list[Any], Any]:
-        out: list[Any] = []
-        for _ in range(epochs):
-            for batch in obj:
-                out.append(copy.deepcopy(batch))
-                if stop_after is not None and len(out) == stop_after:
-                    return out, roundtrip(obj.state_dict())
-        return out, None
-
-    reference, _ = run(make())
-    assert reference, "the pipeline yielded nothing"
-
-    if check_initial:
-        fresh = make()
-        fresh.load_state_dict(roundtrip(make().state_dict()))
-        replay, _ = run(fresh)
-        _assert_runs_equal(replay, reference, "initial state")
-
-    points = sorted(set(midpoints)) if midpoints is not None else [1, len(reference) // 2, len(reference) - 1]
-    for point in points:
-        if not 0 < point < len(reference):
-            continue
-        head, state = run(make(), stop_after=point)
-        resumed = make()
-        resumed.load_state_dict(state)
-        tail = _finish(resumed, epochs, head, reference)
-        _assert_runs_equal(head + tail, reference, f"resume after {point} batches")
-    return reference
-
-
-def _finish(obj: Any, epochs: int, head: list[Any], reference: list[Any]) -> list[Any]:
-    """Continue a resumed pipeline to the end of the run: the rest of the saved epoch, then the epochs left."""
-    tail: list[Any] = []
-    for _ in range(epochs):
-        tail.extend(copy.deepcopy(batch) for batch in obj)
-        if len(head) + len(tail) >= len(reference):
-            break
-    return tail
-
-
-def _assert_runs_equal(got: list[Any], want: list[Any], label: str) -> None:
-    assert len(got) == len(want), f"{label}: {len(got)} batches, expected {len(want)}"
-    for i, (a, b) in enumerate(zip(got, want, strict=True)):
-        assert_batches_equal(a, b, f"{label}: batch {i}")
 
 
 def write_oracle_shards(root: Any, n: int, shards: int = 2) -> list[str]:

@@ -7,7 +7,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from sbdata import LossCache, SBCollator, SBLoader, SelectionEngine, with_index
 from sbdata.cache import REFRESH
-from tests.helpers import OracleModel, ce, check_epoch_resume, check_resume, ids_of, oracle_batch, roundtrip
+from tests.helpers import OracleModel, ce, check_save_load, ids_of, oracle_batch, roundtrip
 
 LOSSES = [0.3, 2.5, 0.1, 1.7, 0.9, 3.2, 0.4, 2.2, 1.1, 0.6, 2.9, 0.2, 1.4, 0.8, 2.0, 0.5]
 
@@ -88,7 +88,7 @@ def test_state_round_trip_with_a_partly_filled_cache(layout):
             cache=LossCache(staleness=1, **layout), id_key="index" if "size" in layout else "__key__",
         )  # fmt: skip
 
-    check_resume(make, epochs=3, midpoints=range(1, 12))
+    check_save_load(make, epochs=3, at=range(1, 12))
 
 
 def test_step_unit_counts_loader_batches():
@@ -398,7 +398,7 @@ def test_observing_runs_resume_exactly_in_either_refresh(batch_size):
             )  # fmt: skip
             return Observing(sb, LOSSES[::-1])
 
-        check_epoch_resume(make, epochs=4)
+        check_save_load(make, epochs=4)
         run = make()
         for _ in range(4):
             list(run)
@@ -434,3 +434,18 @@ def test_a_cache_state_from_before_the_configuration_was_saved_still_loads():
     fresh = LossCache(staleness=1, size=4)
     fresh.load_state_dict(state)
     assert fresh.lookup([0, 1], 1).count == 0 and 0 in fresh
+
+
+def test_a_state_saved_before_the_first_pass_resumes_into_epoch_0():
+    # Such a state holds no epoch to continue: its loader's epochs, and so the cache's times, count as without it.
+    def make():
+        return SBLoader(
+            BATCHES, OracleModel(LOSSES), ce, keep=0.25, cache=LossCache(staleness=1, size=16), id_key="index"
+        )
+
+    plain, loaded = make(), make()
+    loaded.load_state_dict(roundtrip(make().state_dict()))
+    for sb in (plain, loaded):
+        epoch(sb), epoch(sb), epoch(sb)
+        assert sb.engine.cache.state_dict()["when"].tolist() == [2] * 16  # scored in epochs 0 and 2 (staleness 1)
+        assert sb.engine.model.calls == [8, 8, 8, 8]

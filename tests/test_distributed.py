@@ -32,7 +32,7 @@ from torch import nn
 
 from sbdata import ImportanceSampling, LossCache, LossHistory, RandomK, SBLoader, Schedule, SelectionEngine, TopK
 from sbdata.policies import RankWeighted, keep_count
-from tests.helpers import OracleModel, ce, check_resume, expected_topk, ids_of, oracle_batch
+from tests.helpers import OracleModel, ce, check_save_load, expected_topk, ids_of, oracle_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = 2
@@ -250,14 +250,14 @@ def scenario_progress_disagrees(rank: int) -> dict[str, Any]:
 
 
 def scenario_resume(rank: int) -> dict[str, Any]:
-    """check_resume in lockstep: both ranks save and resume at the same yielded batch."""
+    """check_save_load in lockstep: both ranks save and resume at the same yielded batch."""
 
     def make() -> SBLoader:
         return SBLoader(rank_batches(rank, UNEVEN[rank]), CollectiveOracle(table()), ce, policy=LossHistory(32),
                         batch_size=3, sync="global")  # fmt: skip
 
-    reference = check_resume(make, epochs=2)
-    return {"batches": len(reference)}
+    reference = check_save_load(make, epochs=2)
+    return {"batches": sum(map(len, reference))}
 
 
 def scenario_errors(rank: int) -> dict[str, Any]:

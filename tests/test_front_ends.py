@@ -3,7 +3,6 @@
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -16,10 +15,8 @@ from sbdata.nodes import SBSelector
 from sbdata.wds import sb_select
 from tests.helpers import (
     OracleModel,
-    StageStream,
     assert_batches_equal,
     ce,
-    check_epoch_resume,
     decode_npy_cls,
     expected_topk,
     ids_of,
@@ -96,67 +93,6 @@ def test_missing_torchdata_names_the_extra_to_install():
     )
 
 
-# ----------------------------------------------------------------- exact resume in every epoch, fresh process
-
-MATRIX_LOSSES = [0.3, 2.5, 0.1, 1.7, 0.9, 3.2, 0.4, 2.2, 1.1, 0.6, 2.9, 0.2, 1.4, 0.8, 2.0, 0.5, 1.9, 0.7]
-POOLING = [None, 3]
-
-
-def matrix_options(batch_size):
-    return {"keep": 0.5, "policy": "rank", "generator": 4, "batch_size": batch_size}
-
-
-@pytest.mark.parametrize("batch_size", POOLING)
-def test_sbloader_over_a_seeded_shuffling_dataloader_resumes_exactly_in_every_epoch(batch_size):
-    from torch.utils.data import DataLoader, TensorDataset
-
-    dataset = TensorDataset(*oracle_batch(range(14)))
-
-    def make():
-        loader = DataLoader(dataset, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(0))
-        return SBLoader(loader, OracleModel(MATRIX_LOSSES), ce, **matrix_options(batch_size))
-
-    reference = check_epoch_resume(make)
-    assert [ids_of(b) for b in reference[0]] != [ids_of(b) for b in reference[1]]  # each epoch reshuffles
-
-
-@pytest.mark.parametrize("batch_size", POOLING)
-def test_node_resumes_exactly_in_every_epoch(batch_size):
-    from torch.utils.data import DistributedSampler, default_collate
-    from torchdata.nodes import Batcher, Mapper, SamplerWrapper
-
-    dataset = list(zip(*oracle_batch(range(14)), strict=True))
-
-    def make():
-        sampler = DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=3)
-        node = Mapper(Batcher(Mapper(SamplerWrapper(sampler), dataset.__getitem__), batch_size=4), default_collate)
-        return Loader(SBSelector(node, OracleModel(MATRIX_LOSSES), ce, **matrix_options(batch_size)))
-
-    check_epoch_resume(make, empty_rest_restarts=True)
-
-
-@pytest.mark.parametrize("batch_size", POOLING)
-def test_stage_over_numpy_batches_resumes_exactly_in_every_epoch(batch_size):
-    def batches_for(epoch):
-        ids = torch.randperm(14, generator=torch.Generator().manual_seed(epoch)).tolist()
-        return [
-            {
-                "npy": np.array(ids[i : i + 4], dtype=np.float32)[:, None],
-                "cls": np.zeros(len(ids[i : i + 4]), dtype=np.int64),
-                "__key__": [f"s{j:04d}" for j in ids[i : i + 4]],
-            }
-            for i in range(0, 14, 4)
-        ]
-
-    def make():
-        split = {"split": lambda b: (b["npy"], b["cls"])}
-        stage = sb_select(OracleModel(MATRIX_LOSSES), ce, **matrix_options(batch_size), **split)
-        return StageStream(batches_for, stage)
-
-    reference = check_epoch_resume(make)
-    assert isinstance(reference[0][0]["npy"], np.ndarray)  # numpy stays numpy through the checkpoint
-
-
 def column_batches():
     """Oracle batches of 8 whose per-sample columns (WebDataset .json-style dicts, lists, strings, None) carry
     each sample's id, so alignment with the kept rows can be checked exactly."""
@@ -198,65 +134,3 @@ def test_issue_reproduction_keeps_the_metadata_dicts_of_the_kept_rows():
         losses = F.cross_entropy(model(x), y, reduction="none").tolist()
     want = expected_topk(losses, list(range(8)), 0.5)
     assert [m["id"] for m in out[2]] == want and torch.equal(out[0], x[want]) and torch.equal(out[1], y[want])
-
-
-class DropoutOracle(OracleModel):
-    """The oracle with dropout on its logit: in ``score_mode="train"`` every loss depends on the dropout stream."""
-
-    def __init__(self, table) -> None:
-        super().__init__(table)
-        self.dropout = torch.nn.Dropout(0.5)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        logits = super().forward(x)
-        return torch.stack([logits[:, 0], self.dropout(logits[:, 1])], dim=1)
-
-
-def _policy_options(name):
-    """Every policy, the loss cache and train-mode dropout, as (model class, options, dataset has ids)."""
-    from sbdata import LossCache, ReducibleLoss
-
-    irreducible = torch.tensor(MATRIX_LOSSES[::-1]) / 2
-    return {
-        "topk": (OracleModel, {"policy": "topk"}, False),
-        "random": (OracleModel, {"policy": "random", "generator": 7}, False),
-        "history": (OracleModel, {"policy": LossHistory(history=8), "generator": 7}, False),
-        "reducible": (OracleModel, {"policy": ReducibleLoss(irreducible), "id_key": -1}, True),
-        "cache": (OracleModel, {"cache": LossCache(staleness=1, size=14), "id_key": -1}, True),
-        "train-dropout": (DropoutOracle, {"policy": "rank", "score_mode": "train", "generator": 5}, False),
-    }[name]
-
-
-@pytest.mark.parametrize("batch_size", POOLING)
-@pytest.mark.parametrize("name", ["topk", "random", "history", "reducible", "cache", "train-dropout"])
-def test_every_policy_resumes_exactly_in_every_epoch(name, batch_size):
-    """The shared resume helper over every policy, the loss cache and train-mode dropout, pooled and unpooled."""
-    from torch.utils.data import DataLoader, TensorDataset
-
-    from sbdata import with_index
-
-    def make():
-        model_class, options, indexed = _policy_options(name)  # fresh policy objects: a fresh process
-        dataset = TensorDataset(*oracle_batch(range(14)))
-        loader = DataLoader(
-            with_index(dataset) if indexed else dataset,
-            batch_size=4,
-            shuffle=True,
-            generator=torch.Generator().manual_seed(0),
-        )
-        return SBLoader(loader, model_class(MATRIX_LOSSES), ce, keep=0.5, batch_size=batch_size, **options)
-
-    reference = check_epoch_resume(make)
-    if name == "train-dropout":  # dropout did move the losses: selection is not the eval-mode oracle's
-        eval_run = [[ids_of(b) for b in epoch] for epoch in check_epoch_resume(_eval_twin(make))]
-        assert [[ids_of(b) for b in epoch] for epoch in reference] != eval_run
-
-
-def _eval_twin(make):
-    def twin():
-        sb = make()
-        return SBLoader(
-            sb.loader, sb.engine.model, ce, keep=0.5, policy="rank", generator=5, batch_size=sb.engine.batch_size
-        )
-
-    return twin

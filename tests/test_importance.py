@@ -11,22 +11,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torchdata.nodes import Loader
 
-from sbdata import ImportanceSampling, LossCache, SBCollator, SBLoader, SelectionEngine, _gradnorm, keep_count
+from sbdata import ImportanceSampling, LossCache, SBLoader, SelectionEngine, _gradnorm, keep_count
 from sbdata._gradnorm import autograd_gradnorm, closed_form_ignore_index, cross_entropy_gradnorm
 from sbdata.importance import FLOOR, importance_log_weights
-from sbdata.nodes import SBSelector
 from sbdata.registry import POLICIES
 from sbdata.scoring import Scorer
-from sbdata.wds import sb_select
 from tests.helpers import (
-    CollatedRun,
     OracleModel,
-    StageStream,
     ce,
-    check_epoch_resume,
-    check_resume,
     ids_of,
     oracle_batch,
     roundtrip,
@@ -354,58 +347,6 @@ def test_no_host_sync_on_the_closed_form_path():
         for _ in range(len(batches) - 1):  # the epoch's end may read what is still in flight
             next(outputs)
     assert counter.calls == []
-
-
-# ----------------------------------------------------------------------------------------------- every front end
-def options(batch_size=None):
-    return {"keep": 0.5, "policy": "importance", "score": "gradnorm", "return_weights": True, "generator": 4,
-            "batch_size": batch_size}  # fmt: skip
-
-
-@pytest.mark.parametrize("batch_size", [None, 3])
-def test_sbloader_resumes_exactly(batch_size):
-    from torch.utils.data import DataLoader, TensorDataset
-
-    dataset = TensorDataset(*oracle_batch(range(14)))
-
-    def make():
-        loader = DataLoader(dataset, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(0))
-        return SBLoader(loader, OracleModel(LOSSES), ce, **options(batch_size))
-
-    reference = check_epoch_resume(make)
-    assert all(isinstance(out, tuple) and out[1].dtype == torch.float32 for epoch in reference for out in epoch)
-
-
-def test_node_resumes_exactly():
-    from torch.utils.data import DistributedSampler, default_collate
-    from torchdata.nodes import Batcher, Mapper, SamplerWrapper
-
-    dataset = list(zip(*oracle_batch(range(14)), strict=True))
-
-    def make():
-        sampler = DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=3)
-        node = Mapper(Batcher(Mapper(SamplerWrapper(sampler), dataset.__getitem__), batch_size=4), default_collate)
-        return Loader(SBSelector(node, OracleModel(LOSSES), ce, **options(3)))
-
-    check_epoch_resume(make, empty_rest_restarts=True)
-
-
-def test_stage_resumes_exactly():
-    def batches_for(epoch):
-        ids = torch.randperm(14, generator=torch.Generator().manual_seed(epoch)).tolist()
-        return [oracle_batch(ids[i : i + 4]) for i in range(0, 14, 4)]
-
-    check_epoch_resume(lambda: StageStream(batches_for, sb_select(OracleModel(LOSSES), ce, **options())))
-
-
-def test_collator_resumes_exactly():
-    def run() -> CollatedRun:
-        from torch.utils.data import TensorDataset
-
-        collator = SBCollator(OracleModel(LOSSES), ce, **{**options(), "batch_size": None})
-        return CollatedRun(collator, TensorDataset(*oracle_batch(range(16))))
-
-    check_resume(run, epochs=2, midpoints=[1, 2, 3, 5], check_initial=False)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")

@@ -8,8 +8,7 @@ from sbdata import KeptColumn, LossCache, LossHistory, PruningSampler, SBLoader,
 from tests.helpers import (
     OracleModel,
     ce,
-    check_epoch_resume,
-    check_resume,
+    check_save_load,
     expected_topk,
     ids_of,
     oracle_batch,
@@ -169,12 +168,12 @@ def make_pipeline(policy, batch_size=None, seed=0, epochs=2, return_weights=Fals
 @pytest.mark.parametrize("batch_size", [None, 3])
 def test_state_round_trip_every_policy(policy, batch_size):
     make = make_pipeline(policy, batch_size)
-    reference = check_resume(make, epochs=2, midpoints=range(1, 12))
-    assert len(reference) >= 4
+    reference = check_save_load(make, epochs=2, at=range(1, 12))
+    assert sum(map(len, reference)) >= 4
 
 
 def test_state_round_trip_with_weights_in_pool():
-    check_resume(make_pipeline("rank", batch_size=2, return_weights=True), epochs=2, midpoints=range(1, 10))
+    check_save_load(make_pipeline("rank", batch_size=2, return_weights=True), epochs=2, at=range(1, 10))
 
 
 @pytest.mark.parametrize(
@@ -201,7 +200,7 @@ def test_state_round_trip_over_a_stateful_dataloader_shuffled(num_workers, shuff
     # reshuffles its second epoch differently (so the initial-state check is skipped), and shuffle=True with a
     # generator and num_workers=0 reshuffles the epoch after a resume differently (so that case uses torchdata's
     # stateful RandomSampler, which restores its generator).
-    check_resume(make, epochs=2, midpoints=[1, 3, 4, 5, 7], check_initial=False)
+    check_save_load(make, epochs=2, at=[1, 3, 4, 5, 7], initial=False)
 
 
 def test_resume_state_nests_the_loader_state_under_its_key():
@@ -370,7 +369,7 @@ def test_a_loader_whose_state_dict_raises_counts_as_stateless():
         return SBLoader(Prepared(TensorDataset(*oracle_batch(range(16))), batch_size=4), OracleModel(LOSSES), ce)
 
     with pytest.warns(UserWarning, match="raised AttributeError.*treats it as a loader without state"):
-        check_resume(make, epochs=2)
+        check_save_load(make, epochs=2)
 
 
 def test_unobservable_shuffle_warns_once_at_the_checkpoint_naming_the_fix():
@@ -406,7 +405,7 @@ def test_stateful_dataloader_with_torchdatas_random_sampler_resumes_exactly_in_e
         loader = StatefulDataLoader(data, batch_size=4, sampler=sampler, num_workers=num_workers)
         return SBLoader(loader, OracleModel(LOSSES), ce, keep=0.5, policy="rank", generator=2, batch_size=3)
 
-    check_epoch_resume(make)
+    check_save_load(make, epochs=3)
 
 
 def test_resume_restores_a_pruning_samplers_plan_from_the_loaders_state_alone():
