@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from . import _batch
+from ._guards import warn_from_user_code
 from ._hostcopy import HostCopy
 from ._meter import CostMeter
 from .auto import Auto
@@ -146,7 +146,7 @@ class AutoController:
             )
             if not self.warned:
                 self.warned = True
-                warnings.warn(f"sbdata keep='auto': {self.reason}", stacklevel=2)
+                warn_from_user_code(f"sbdata keep='auto': {self.reason}")
 
     # ----------------------------------------------------------------- stats and state
     def stats(self) -> dict[str, Any]:

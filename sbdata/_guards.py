@@ -7,11 +7,15 @@ Each check is called from one line of a front end; each warns once per object, n
 - :func:`warn_if_unsharded`: under a process group of several ranks, the wrapped loader shows no sharding, so every
   rank would read the same data.
 - :func:`warn_if_other_rank`: a state saved on one rank is loaded on another.
+
+:func:`warn_from_user_code` issues a warning at the first frame outside sbdata, so that it names the user's line.
 """
 
 from __future__ import annotations
 
 import collections
+import os
+import sys
 import warnings
 import weakref
 from collections.abc import Iterator
@@ -24,7 +28,18 @@ from torch.utils.data import DistributedSampler, IterableDataset
 
 from ._dist import rank_and_world
 
-__all__ = ["ReadAheadGuard", "warn_if_other_rank", "warn_if_unsharded"]
+__all__ = ["ReadAheadGuard", "warn_from_user_code", "warn_if_other_rank", "warn_if_unsharded"]
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_from_user_code(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` attributed to the innermost caller outside the sbdata package (the user's loop line),
+    however deep inside sbdata the warning arose."""
+    frame, level = sys._getframe(1), 2  # stacklevel 2 is this function's caller
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 _optimizer_steps = 0  # optimizer steps taken in this process, by any optimizer (counted once the first guard exists)
 _step_hook: Any = None

@@ -117,6 +117,7 @@ def test_switches_off_on_a_flat_spread_and_says_why_once():
     )
     assert stats.auto_reason == expected
     assert [str(w.message) for w in caught] == [f"sbdata keep='auto': {expected}"]  # once per loader, not per read
+    assert caught[0].filename == __file__  # it names the user's loop line, not a line inside sbdata
     assert len(stats.auto_history) == 10 and all(on == 0.0 for _, on, *_ in stats.auto_history)
     assert stats.postfix() == {"bp": "1.00", "kept_loss": stats.postfix()["kept_loss"],
                                "dropped_loss": stats.postfix()["dropped_loss"], "auto": "off", "tau": "1.00",
