@@ -19,6 +19,7 @@ import sys
 import warnings
 import weakref
 from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 import torch
@@ -36,10 +37,12 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 def warn_from_user_code(message: str, category: type[Warning] = UserWarning) -> None:
     """``warnings.warn`` attributed to the innermost caller outside the sbdata package (the user's loop line),
     however deep inside sbdata the warning arose."""
-    frame, level = sys._getframe(1), 2  # stacklevel 2 is this function's caller
+    frame: FrameType | None = sys._getframe(1)
+    level = 2  # stacklevel 2 is this function's caller
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
+
 
 _optimizer_steps = 0  # optimizer steps taken in this process, by any optimizer (counted once the first guard exists)
 _step_hook: Any = None
