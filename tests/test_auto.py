@@ -7,15 +7,12 @@ The oracle's per-sample losses are planted per batch of 16, so each batch's ``ta
 
 from __future__ import annotations
 
-import datetime
 import math
-import multiprocessing
 import warnings
 from typing import Any
 
 import pytest
 import torch
-import torch.distributed as dist
 from torchdata.nodes import IterableWrapper, Loader
 
 import sbdata
@@ -24,6 +21,7 @@ from sbdata.gain import best_keep, tau
 from sbdata.nodes import SBSelector
 from sbdata.wds import sb_select
 from tests.helpers import OracleModel, ce, check_save_load, oracle_batch, roundtrip
+from tests.launch import launch_ranks
 
 FE = CostTable.forward_equivalents()
 B = 16
@@ -310,42 +308,18 @@ def test_no_sync_per_step_with_keep_auto():
 
 
 # ----------------------------------------------------------------------------------------------- distributed
-def _rank_run(rank: int, port: int, results: Any) -> None:
-    torch.set_num_threads(1)
-    try:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
-                                timeout=datetime.timedelta(seconds=30))  # fmt: skip
-        phases = (("conc", 8), ("flat", 8)) if rank == 0 else (("flat", 8), ("conc", 8))  # different local losses
-        table, batches = plan(*phases)
-        sb = SBLoader(batches, OracleModel(table), ce, keep=settings())
-        outputs = sizes(list(sb))
-        results.put((rank, None, {"sizes": outputs, "history": sb.stats.auto_history}))
-    except BaseException as error:  # report, so that the test fails instead of hanging
-        results.put((rank, repr(error), None))
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+def decide_on_rank(rank: int) -> dict[str, Any]:
+    """On one of 2 gloo ranks, with its own local losses: the sizes it yields and the decisions it takes."""
+    phases = (("conc", 8), ("flat", 8)) if rank == 0 else (("flat", 8), ("conc", 8))  # different local losses
+    table, batches = plan(*phases)
+    sb = SBLoader(batches, OracleModel(table), ce, keep=settings())
+    outputs = sizes(list(sb))
+    return {"sizes": outputs, "history": sb.stats.auto_history}
 
 
 @pytest.mark.slow
 def test_ranks_decide_alike():
-    from tests.test_distributed import _free_port
-
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    port = _free_port()
-    procs = [context.Process(target=_rank_run, args=(rank, port, results), daemon=True) for rank in range(2)]
-    for proc in procs:
-        proc.start()
-    try:
-        records = dict((rank, (error, out)) for rank, error, out in (results.get(timeout=120) for _ in procs))
-    finally:
-        for proc in procs:
-            proc.join(timeout=10)
-            if proc.is_alive():
-                proc.kill()
-    assert all(error is None for error, _ in records.values()), records
-    (_, first), (_, second) = records[0], records[1]
+    first, second = launch_ranks(decide_on_rank, world=2, timeout=120)  # 120 s: a hang guard only
     assert first["history"] == second["history"] and first["sizes"] == second["sizes"]
     # the pooled sums: half the batches concentrated, so a global tau between flat and concentrated
     global_tau = math.sqrt(sum(x * x for x in PHASES["conc"] + PHASES["flat"]) / (2 * B))

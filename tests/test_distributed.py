@@ -1,26 +1,14 @@
-"""SB under torch.distributed: 2 gloo ranks on CPU, spawned by the tests, each group under a hard timeout.
+"""SB under torch.distributed: 2 gloo ranks on CPU, started by tests/launch.py, each group under a hang guard.
 
 A group of scenarios runs in one spawn (starting processes costs seconds on a small CI machine); each scenario
 returns plain records and the tests below assert on them. The scoring model of the lockstep scenarios runs an
 ``all_reduce`` in its forward, as an FSDP model does, so a rank that scored one batch more than the other would
-hang: the gloo timeout turns that into an error, and the spawn timeout into a test failure.
+hang: the gloo timeout turns that into an error, and the launcher's timeout into a test failure.
 """
 
 from __future__ import annotations
 
-import datetime
-import gc
-import multiprocessing
-import os
-import queue
-import signal
-import socket
-import subprocess
-import sys
-import time
-import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -33,86 +21,21 @@ from torch import nn
 from sbdata import ImportanceSampling, LossCache, LossHistory, RandomK, SBLoader, Schedule, SelectionEngine, TopK
 from sbdata.policies import RankWeighted, keep_count
 from tests.helpers import OracleModel, ce, check_save_load, expected_topk, ids_of, oracle_batch
+from tests.launch import ROOT, launch_ranks, run_job
 
-ROOT = Path(__file__).resolve().parents[1]
 WORLD = 2
-SPAWN_TIMEOUT = 600  # seconds for a whole group of scenarios (5-10 s quiet): a hang guard, never a speed check
-COLLECTIVE_TIMEOUT = 180  # seconds gloo waits in one collective before raising (a hang guard, far past any load)
 
 
 # ----------------------------------------------------------------------------------------------- the harness
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _entry(scenarios: list[str], rank: int, port: int, results: Any, shared: dict[str, dict[str, Any]]) -> None:
-    torch.set_num_threads(1)
-    try:
-        dist.init_process_group(
-            "gloo",
-            init_method=f"tcp://127.0.0.1:{port}",
-            rank=rank,
-            world_size=WORLD,
-            timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT),
-        )
-        records = {}
-        for name in scenarios:
-            started = time.perf_counter()
-            records[name] = SCENARIOS[name](rank, **shared.get(name, {}))
-            records[name + ":seconds"] = time.perf_counter() - started
-        results.put((rank, None, records))
-    except BaseException:
-        results.put((rank, traceback.format_exc(), None))
-    finally:
-        gc.collect()  # free DDP reducers while the group lives: torch 2.13 on CPU can abort at exit otherwise
-        if dist.is_initialized():
-            dist.destroy_process_group()
+def run_scenarios(rank: int, *, names: list[str], shared: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """On one rank: the records of the named scenarios (``shared[name]``: keyword arguments of one)."""
+    return {name: SCENARIOS[name](rank, **shared.get(name, {})) for name in names}
 
 
 def spawn(scenarios: list[str], **shared: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run the named scenarios on 2 fresh gloo ranks (``shared[name]``: keyword arguments of one); the records of
-    each rank, or a test failure on an error or a hang."""
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    port = _free_port()
-    procs = [
-        context.Process(target=_entry, args=(scenarios, rank, port, results, shared), daemon=True)
-        for rank in range(WORLD)
-    ]
-    for proc in procs:
-        proc.start()
-    deadline = time.monotonic() + SPAWN_TIMEOUT
-    records: dict[int, Any] = {}
-    errors: dict[int, str] = {}
-    try:
-        while len(records) + len(errors) < WORLD:
-            try:
-                rank, error, out = results.get(timeout=1.0)
-            except queue.Empty:
-                silent = [r for r, p in enumerate(procs) if r not in records and r not in errors]
-                dead = [r for r in silent if procs[r].exitcode is not None]
-                if dead:
-                    pytest.fail(
-                        f"rank(s) {dead} died without a result (exit codes {[procs[r].exitcode for r in dead]})"
-                    )
-                if time.monotonic() > deadline:
-                    pytest.fail(f"rank(s) {silent} still running after {SPAWN_TIMEOUT}s: a hang")
-                continue
-            if error is None:
-                records[rank] = out
-            else:
-                errors[rank] = error
-    finally:
-        for proc in procs:
-            proc.join(timeout=10)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-    if errors:
-        pytest.fail("\n".join(f"rank {rank} failed:\n{text}" for rank, text in sorted(errors.items())))
-    return [records[rank] for rank in range(WORLD)]
+    """Run the named scenarios on 2 fresh gloo ranks; the records of each rank, or a test failure on an error or a
+    hang (tests/launch.py)."""
+    return launch_ranks(run_scenarios, world=WORLD, names=scenarios, shared=shared)
 
 
 # ----------------------------------------------------------------------------------------------- models and data
@@ -737,22 +660,10 @@ def test_webdataset_split_by_node_with_uneven_shards(training_records):
 
 @SPAWNED
 def test_example_runs_under_torchrun():
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               str(ROOT / "examples" / "ddp.py"), "--samples", "1000", "--epochs", "2"]  # fmt: skip
-    # its own session, so that a hang is ended with torchrun's workers, not only torchrun
-    launcher = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)  # fmt: skip
-    try:
-        stdout, stderr = launcher.communicate(timeout=SPAWN_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(launcher.pid, signal.SIGKILL)
-        launcher.communicate()
-        pytest.fail(f"torchrun examples/ddp.py did not finish within {SPAWN_TIMEOUT}s: a hang")
-    assert launcher.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    out = run_job([str(ROOT / "examples" / "ddp.py"), "--samples", "1000", "--epochs", "2"], nproc=WORLD)
     for rank in range(WORLD):
-        assert f"rank {rank}: kept" in stdout
-    assert "final test accuracy:" in stdout
+        assert f"rank {rank}: kept" in out
+    assert "final test accuracy:" in out
 
 
 # ----------------------------------------------------------------------------------------------- one process

@@ -10,7 +10,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from sbdata import SBLoader
 
-from .jobs import JOBS, run_job
+from .jobs import JOBS
+from .launch import run_job
 
 pl = pytest.importorskip("lightning.pytorch")
 

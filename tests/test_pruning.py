@@ -2,13 +2,8 @@
 
 import io
 import math
-import os
 import random
-import subprocess
-import sys
-import textwrap
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,8 +14,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from sbdata import LossCache, PruningSampler, SBLoader, with_index
 from sbdata.prune_rules import below_percentile, infobatch, random_like_infobatch
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.launch import launch_ranks
 
 
 def oracle_cache(losses, unseen=()):
@@ -225,12 +219,8 @@ def test_composes_with_sbloader_on_one_cache():
     assert len(cache) == len(dataset)
 
 
-DISTRIBUTED = textwrap.dedent(
-    """
-    import sys, torch, torch.distributed as dist
-    from sbdata import LossCache, PruningSampler
-    rank, port, out, refresh = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + port, rank=rank, world_size=2)
+def prune_on_rank(rank: int, *, refresh: str) -> list[tuple[list[int], torch.Tensor, torch.Tensor]]:
+    """On one of 2 gloo ranks: each epoch's shard and the merged cache's (losses, measure times) before observing."""
     cache = LossCache(size=41, refresh=refresh)
     sampler = PruningSampler(41, cache, epochs=4, seed=9)
     record = []
@@ -240,35 +230,14 @@ DISTRIBUTED = textwrap.dedent(
         record.append((shard, cache.dense_entries()[0].clone(), cache.dense_entries()[1].clone()))
         ids = torch.tensor(shard)
         sampler.observe(ids, ids.float().cos() + rank * 0.001 * (ids == 0))  # id 0 differs between ranks
-    torch.save(record, out)
-    dist.destroy_process_group()
-    """
-)
+    return record
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("refresh", ["observed", "scored"])
-def test_two_gloo_ranks_disjoint_equal_shards_and_one_cache(tmp_path, refresh):
+def test_two_gloo_ranks_disjoint_equal_shards_and_one_cache(refresh):
     # Merged entries carry their measure time in either refresh: the ranks' times agree too.
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
-    script = tmp_path / "rank.py"
-    script.write_text(DISTRIBUTED)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the rank scripts import this checkout's sbdata
-    procs = [
-        subprocess.Popen([sys.executable, str(script), str(r), port, str(tmp_path / f"{r}.pt"), refresh], env=env)
-        for r in range(2)
-    ]
-    try:
-        for proc in procs:
-            assert proc.wait(timeout=120) == 0
-    finally:
-        for proc in procs:
-            proc.kill()
-    records = [torch.load(tmp_path / f"{r}.pt", weights_only=True) for r in range(2)]
+    records = launch_ranks(prune_on_rank, world=2, timeout=120, refresh=refresh)  # 120 s: a hang guard only
     for epoch in range(3):
         (shard0, loss0, when0), (shard1, loss1, when1) = records[0][epoch], records[1][epoch]
         assert len(shard0) == len(shard1)

@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from sbdata import SBLoader
 from sbdata.integrations.accelerate import wrap
-from tests.jobs import arm_watchdog
+from tests.launch import arm_watchdog
 
 N, BATCH, EPOCHS, SAVE_AT = 64, 8, 2, (1, 1)  # checkpoint after batch 1 of epoch 1
 

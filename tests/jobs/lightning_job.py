@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from sbdata import SBLoader
 from sbdata.integrations.lightning import SBDataModule, SBStatsLogger
-from tests.jobs import arm_watchdog
+from tests.launch import arm_watchdog
 
 N, BATCH = 64, 8
 
