@@ -123,7 +123,7 @@ def time_arms(width: int, batch: int, data, epochs: int, device: torch.device) -
 def sync_check(data, batch: int, device: torch.device) -> dict[str, str]:
     """Every SB step under ``set_sync_debug_mode("error")``: "ok", or the error a synchronising call raised."""
     if device.type != "cuda":
-        return {"all": "skipped: no CUDA device (tests/test_syncs.py counts would-be syncs on the CPU)"}
+        return {"all": "skipped: no CUDA device (tests/unit/test_syncs.py counts would-be syncs on the CPU)"}
     configs = {
         "topk": {},
         "rank": {"policy": "rank"},

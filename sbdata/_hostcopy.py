@@ -4,7 +4,7 @@ sbdata's SB step never reads a device value on the host while the step runs (tha
 every kernel queued before it, including the previous training step). Values the host needs later (the non-finite
 flag, ids handed to ``observe``) travel as :class:`HostCopy`: on CUDA a non-blocking copy into pinned memory plus an
 event, read once the event has completed, so reading it never waits for the device. Everything sbdata reads from
-a device tensor goes through this module; ``tests/test_syncs.py`` checks that nothing else does.
+a device tensor goes through this module; ``tests/unit/test_syncs.py`` checks that nothing else does.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import faulthandler
 import gc
 import importlib
 import os
-import pickle
+import re
 import signal
 import socket
 import subprocess
@@ -47,10 +47,11 @@ def launch_ranks(target: Callable[..., Any], *, world: int = 2, timeout: float =
         target: A module-level function of the tests, resolved by name in each rank (``python -m tests.launch``).
         world: How many ranks.
         timeout: Seconds the whole launch may take: a hang guard, never a speed check.
-        **kwargs: Keyword arguments of ``target``, pickled to the ranks.
+        **kwargs: Keyword arguments of ``target``, sent to the ranks with ``torch.save`` (plain data and tensors).
 
     Returns:
-        What each rank's ``target`` returned (plain records: pickled back), by rank.
+        What each rank's ``target`` returned (plain records, read back with ``torch.load(weights_only=True)``), by
+        rank.
 
     Raises:
         ValueError: If ``target`` cannot be resolved by name in a fresh process.
@@ -60,7 +61,7 @@ def launch_ranks(target: Callable[..., Any], *, world: int = 2, timeout: float =
     name = importable_name(target)
     with tempfile.TemporaryDirectory(prefix="sbdata-ranks-") as folder:
         spec = {"target": name, "world": world, "port": free_port(), "kwargs": kwargs}
-        (Path(folder) / "spec.pkl").write_bytes(pickle.dumps(spec))
+        _save(spec, Path(folder) / "spec.pt")
         commands = {f"rank {rank}": [sys.executable, "-m", "tests.launch", folder, str(rank)] for rank in range(world)}
         children, killed = _run(commands, Path(folder), timeout)
         outcomes = [_read_outcome(Path(folder), rank) for rank in range(world)]
@@ -234,6 +235,8 @@ def _problem(child: _Child, outcome: tuple[str, Any] | None, killed: str | None)
         what = f"{child.name} {killed}; killed with its process group"
     elif outcome is None:
         what = f"{child.name} exited with code {code} without a result"
+        if re.search(r"^Timeout \(\d+:\d\d:\d\d\)!$", child.output(), re.MULTILINE):  # faulthandler's header
+            what += ": a hang, its watchdog fired (every thread's traceback below)"
     elif outcome[0] == "error":
         what = f"{child.name} raised:\n{outcome[1]}"
     elif code != 0:
@@ -245,13 +248,26 @@ def _problem(child: _Child, outcome: tuple[str, Any] | None, killed: str | None)
 
 def _read_outcome(folder: Path, rank: int) -> tuple[str, Any] | None:
     path = folder / f"rank{rank}.result"
-    return pickle.loads(path.read_bytes()) if path.exists() else None
+    return _load(path) if path.exists() else None
 
 
 def _write_outcome(folder: Path, rank: int, outcome: tuple[str, Any]) -> None:
     partial = folder / f"rank{rank}.partial"
-    partial.write_bytes(pickle.dumps(outcome))
+    _save(outcome, partial)
     partial.replace(folder / f"rank{rank}.result")  # whole or absent: a rank killed mid-write left no result
+
+
+def _save(obj: Any, path: Path) -> None:
+    import torch
+
+    torch.save(obj, path)
+
+
+def _load(path: Path) -> Any:
+    """What :func:`_save` wrote, read as every checkpoint here is: ``weights_only=True`` (no arbitrary unpickling)."""
+    import torch
+
+    return torch.load(path, weights_only=True)
 
 
 # ----------------------------------------------------------------------------------------------- in a rank
@@ -265,7 +281,7 @@ def _rank_main(folder: Path, rank: int) -> int:
     import torch.distributed as dist
 
     torch.set_num_threads(1)  # as tests/conftest.py does in the test process
-    spec = pickle.loads((folder / "spec.pkl").read_bytes())
+    spec = _load(folder / "spec.pt")
     code = 0
     try:
         dist.init_process_group(

@@ -22,7 +22,7 @@ import torch
 from sbdata import Auto, CostTable, LossCache, SBLoader, _hostcopy
 from tests.helpers import OracleModel, ce
 
-SBDATA = str(Path(__file__).resolve().parent.parent / "sbdata")
+SBDATA = str(Path(__file__).resolve().parents[2] / "sbdata")
 EXEMPT = (str(Path(SBDATA) / "_hostcopy.py"),)
 COPIES_ALLOWED = (  # non-blocking copies at a fixed cadence, read once they have landed
     str(Path(SBDATA) / "_finite.py"),  # the non-finite flag: one per 8 SB steps

@@ -279,7 +279,7 @@ def test_accelerate_wrap_passes_keep_auto_through():
 
 # ----------------------------------------------------------------------------------------------- synchronisation
 def test_no_sync_per_step_with_keep_auto():
-    from tests.test_syncs import LOSSES, SyncCounter, batches
+    from tests.unit.test_syncs import LOSSES, SyncCounter, batches
 
     counter = SyncCounter()
     epochs = [batches(e) for e in range(4)]
@@ -334,7 +334,7 @@ def test_auto_is_exported():
 @pytest.mark.slow
 def test_transformers_trainer_passes_keep_auto_through(tmp_path):
     pytest.importorskip("transformers")
-    from tests.test_integration_transformers import BATCH, make_trainer
+    from tests.integrations.test_transformers import BATCH, make_trainer
 
     trainer = make_trainer(tmp_path, sb_options={"keep": Auto(every=1, probe_every=1, costs=FE)})
     trainer.train()

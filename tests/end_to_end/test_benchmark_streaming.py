@@ -10,7 +10,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # a benchmark end to end
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_streaming_benchmark_smoke(tmp_path):

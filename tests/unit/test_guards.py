@@ -10,8 +10,7 @@ from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from sbdata import SBLoader, _guards
-
-from .helpers import OracleModel, ce, oracle_batch
+from tests.helpers import OracleModel, ce, oracle_batch
 
 LOSSES = [float(i % 7) + 0.5 for i in range(64)]
 

@@ -11,7 +11,7 @@ import torch
 
 from benchmarks._report import at_cost, reach
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PLOTS = importlib.util.find_spec("matplotlib") is not None
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # Seconds per call (as examples/costmodel.Costs.as_dict()), for --small: 1600 training samples, batch 256 (the last

@@ -597,7 +597,7 @@ def test_global_importance_samples_each_rank_by_its_own_gradnorms(engine_records
     for rank, records in enumerate(engine_records):
         sel = records["selection"]
         own = torch.tensor(SEMANTIC_LOSSES[8 * rank : 8 * rank + 8])
-        gradnorms = 2**0.5 * (1 - torch.exp(-own))  # the oracle's ||softmax - onehot|| (tests/test_importance.py)
+        gradnorms = 2**0.5 * (1 - torch.exp(-own))  # the oracle's ||softmax - onehot|| (tests/unit/test_importance.py)
         drawn = ImportanceSampling().select(gradnorms, 0.5, torch.Generator().manual_seed(rank))
         assert sel["importance-global"] == sel["importance-local"] == [8 * rank + i for i in drawn.index.tolist()]
         assert sel["importance-global-weights"] == pytest.approx((1 / (8 * drawn.prob)).tolist())  # 1 / (N prob)

@@ -9,9 +9,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from sbdata import SBLoader
-
-from .jobs import JOBS
-from .launch import run_job
+from tests.jobs import JOBS
+from tests.launch import run_job
 
 pytest.importorskip("accelerate")
 

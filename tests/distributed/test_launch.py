@@ -6,6 +6,7 @@ No verdict here depends on how fast anything runs: a planted hang sleeps for an 
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any
 
@@ -46,7 +47,7 @@ def test_a_rank_that_raises_and_one_that_exits_without_a_result_are_both_reporte
     with pytest.raises(AssertionError) as failure:
         launch_ranks(fail_on_each_rank, world=2)
     message = str(failure.value)
-    assert "launch_ranks(tests.test_launch:fail_on_each_rank, world=2) failed" in message
+    assert "launch_ranks(tests.distributed.test_launch:fail_on_each_rank, world=2) failed" in message
     assert "rank 0 raised:\nTraceback (most recent call last):" in message
     assert 'in fail_on_each_rank\n    raise ValueError("planted on rank 0")' in message
     assert "ValueError: planted on rank 0" in message
@@ -58,8 +59,10 @@ def test_a_hung_rank_dumps_its_tracebacks_and_is_reported():
     with pytest.raises(AssertionError) as failure:
         launch_ranks(sleep_for_an_hour, world=1, timeout=1)  # the watchdog fires in the rank, wherever it is
     message = str(failure.value)
-    assert "rank 0 exited with code 1 without a result" in message
-    assert "Timeout (0:00:01)!" in message  # faulthandler's dump of every thread, in the output's tail
+    # the exit code is the watchdog's 1, or a signal's when it fires inside torch's import; and where the rank
+    # was decides how long the dump is, so the launcher's own line says it hung (the dump's head may be cut)
+    assert re.search(r"rank 0 exited with code -?\d+ without a result: a hang, its watchdog fired", message)
+    assert 'File "' in message.split("--- output of rank 0 (tail) ---")[1]  # the dump's frames follow
 
 
 @pytest.mark.slow
@@ -84,5 +87,5 @@ def test_only_a_module_level_function_can_be_launched():
     for target in (lambda rank: rank, local):
         with pytest.raises(ValueError, match="module-level function"):
             launch_ranks(target)
-    assert launch.importable_name(sum_ranks) == "tests.test_launch:sum_ranks"
-    assert launch.resolve("tests.test_launch:sum_ranks") is sum_ranks
+    assert launch.importable_name(sum_ranks) == "tests.distributed.test_launch:sum_ranks"
+    assert launch.resolve("tests.distributed.test_launch:sum_ranks") is sum_ranks

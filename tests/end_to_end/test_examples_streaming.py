@@ -10,7 +10,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # the examples end to end
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_example(name: str, *args: str) -> str:

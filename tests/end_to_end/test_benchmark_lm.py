@@ -15,7 +15,7 @@ from benchmarks._lm_data import ByteLM, chunks_of, load_corpus, stdlib_files, va
 from benchmarks._lm_report import at, gap, reach
 from benchmarks.lm import tuned, widened
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_chunks_concatenate_files_and_drop_the_tail(tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import sbdata
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_all_is_sorted_and_importable():

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from .launch import ROOT, run_job
+from tests.launch import ROOT, run_job
 
 EXAMPLES = ROOT / "examples"
 

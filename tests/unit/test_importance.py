@@ -24,7 +24,7 @@ from tests.helpers import (
     oracle_batch,
     roundtrip,
 )
-from tests.test_syncs import SyncCounter
+from tests.unit.test_syncs import SyncCounter
 
 CPU = torch.device("cpu")
 LOSSES = [0.3, 2.5, 0.1, 1.7, 0.9, 3.2, 0.4, 2.2, 1.1, 0.6, 2.9, 0.2, 1.4, 0.8, 2.0, 0.5, 1.9, 0.7]

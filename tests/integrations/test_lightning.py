@@ -9,9 +9,8 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from sbdata import SBLoader
-
-from .jobs import JOBS
-from .launch import run_job
+from tests.jobs import JOBS
+from tests.launch import run_job
 
 pl = pytest.importorskip("lightning.pytorch")
 

@@ -1,0 +1,1 @@
+"""torch.distributed: gloo ranks started by tests/launch.py, and the launcher itself."""

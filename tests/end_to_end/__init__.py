@@ -1,0 +1,1 @@
+"""End to end: the examples and the benchmarks smoke modes, run as a user runs them."""

@@ -1,0 +1,1 @@
+"""Trainer integrations (Lightning, Transformers, Accelerate), their jobs launched in fresh processes."""

@@ -1,0 +1,1 @@
+"""Unit tests: one file per sbdata module, oracle models with known per-sample losses."""
