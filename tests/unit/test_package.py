@@ -195,3 +195,44 @@ def test_no_python_file_in_the_repository_enables_pickle():
         "pickle-enabling calls (README, 'Decoding security'): decode .npy with allow_pickle=False and .cls as int, "
         f"and load states with torch.load(..., weights_only=True): {offenders}"
     )
+
+
+# ----------------------------------------------------------------- benchmarks: scripts share modules, not each other
+def imported_benchmark_modules(path: Path) -> set[str]:
+    """The ``benchmarks`` modules a file imports, by name (relative and absolute imports, at any depth)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (
+            node.level == 1 or (node.module and node.module.startswith("benchmarks"))
+        ):
+            base = (node.module or "") if node.level else node.module.removeprefix("benchmarks").lstrip(".")
+            if base:
+                found.add(base.split(".")[0])
+            else:  # from . import a, b
+                found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("benchmarks."))
+    return found
+
+
+def test_no_benchmark_script_imports_another():
+    scripts = {p.stem for p in (ROOT / "benchmarks").glob("*.py") if not p.stem.startswith("_")}
+    assert {"overhead", "lm", "auto", "throughput"} <= scripts  # the scan sees the entry scripts
+    offenders = {
+        p.name: sorted(imported_benchmark_modules(p) & scripts)
+        for p in sorted((ROOT / "benchmarks").glob("*.py"))
+        if imported_benchmark_modules(p) & scripts
+    }
+    assert not offenders, f"benchmark scripts import entry scripts (move the shared code to a _module): {offenders}"
+    defined = [p.name for p in (ROOT / "benchmarks").glob("*.py") if "def priced_seconds(" in p.read_text()]
+    assert len(defined) <= 1, f"priced_seconds is defined in {defined}: one shared definition"
+
+
+def test_the_benchmark_import_scan_finds_every_spelling(tmp_path):
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "from . import overhead, _plots\nfrom .lm import main\nfrom benchmarks.auto import x\n"
+        "import benchmarks.throughput\nimport torch\nfrom torch import nn\n"
+        "def f():\n    from ._runs import run_suite\n"
+    )
+    assert imported_benchmark_modules(source) == {"overhead", "_plots", "lm", "auto", "throughput", "_runs"}
