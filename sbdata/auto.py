@@ -72,8 +72,9 @@ class Auto:
             ("max_keep", "a share in (0, 1], e.g. 0.9"),
             ("grid", "a step in (0, 1], e.g. 0.05"),
         ):
-            if getattr(self, name) is not None or name != "min_keep":
-                _check_number(name, getattr(self, name), _is_share, fix)
+            value = getattr(self, name)
+            if not (name == "min_keep" and value is None):  # None: the policy's default
+                _check_number(name, value, _is_share, fix)
         _check_number("margin", self.margin, lambda v: 0 <= v < math.inf, "a finite number >= 0, e.g. 0.05")
         _check_number("smoothing", self.smoothing, lambda v: 0 <= v < 1, "a factor in [0, 1), e.g. 0.9")
         if self.min_keep is not None and self.min_keep > self.max_keep:

@@ -23,26 +23,25 @@ __all__ = ["Lockstep"]
 
 _NO_BATCH = object()
 _NO_SIZE = 2**62  # stands in for the batch size of a rank without a batch, so it never lowers the minimum
-_MOVED = {  # names this module exported before its plumbing moved to sbdata._dist (still importable, deprecated)
-    "SYNC_MODES": "SYNC_MODES",
-    "in_job": "in_job",
-    "joined_late": "joined_late",
-    "scoring_module": "scoring_module",
-}
+_MOVED = ("SYNC_MODES", "in_job", "joined_late", "scoring_module")  # now in sbdata._dist, same names
 
 
 def __getattr__(name: str) -> Any:
+    """The plumbing this module exported before it moved to ``sbdata._dist`` still imports, with a
+    ``DeprecationWarning``."""
     if name in _MOVED or name == "make_lockstep":
         warnings.warn(
             f"sbdata.distributed.{name} is internal now (sbdata.distributed exports Lockstep alone)",
             DeprecationWarning,
             stacklevel=2,
         )
-        return _make_lockstep if name == "make_lockstep" else getattr(_dist, _MOVED[name])
+        return _make_lockstep if name == "make_lockstep" else getattr(_dist, name)
     raise AttributeError(f"module 'sbdata.distributed' has no attribute {name!r}")
 
 
 def _make_lockstep(sync: str, process_group: Any, device: torch.device) -> Lockstep | None:
+    """The engine's coordinator for this process, or None when it runs alone (see :func:`sbdata._dist.lockstep_group`
+    for what is refused)."""
     group = _dist.lockstep_group(sync, process_group)
     return None if group is None else Lockstep(group, device)
 

@@ -17,7 +17,7 @@ from torch import nn
 from . import _options
 from ._clock import PassClock
 from ._controller import AutoController
-from ._dist import in_job, joined_late, lockstep_group, scoring_module
+from ._dist import in_job, joined_late, scoring_module
 from ._intake import Intake, model_device
 from ._options import (
     ForwardFn,
@@ -36,7 +36,7 @@ from ._output import Output
 from ._step import SBStep
 from .auto import as_auto
 from .cache import LossCache
-from .distributed import Lockstep
+from .distributed import _make_lockstep
 from .policies import SelectionPolicy
 from .schedule import Schedule
 from .scoring import Scorer
@@ -91,8 +91,7 @@ class SelectionEngine:
         self.model = model
         self.schedule = schedule if schedule is not None else Schedule()
         self.device = torch.device(device) if device is not None else model_device(model)
-        group = lockstep_group(sync, process_group)
-        self._lockstep = None if group is None else Lockstep(group, self.device)
+        self._lockstep = _make_lockstep(sync, process_group, self.device)
         self._built_in_job = in_job()
         self.tracker = StatsTracker()
         scorer = Scorer(

@@ -688,6 +688,23 @@ def test_one_process_runs_without_collectives():
     assert keep_count(0.5, 8) == len(engine.process(oracle_batch(range(8)))[1])
 
 
+def test_public_module_exports_the_lockstep_alone_and_old_names_still_import_with_a_warning():
+    import sbdata._dist
+    import sbdata.distributed as public
+
+    assert public.__all__ == ["Lockstep"]
+    for name in ("SYNC_MODES", "in_job", "joined_late", "scoring_module"):
+        with pytest.warns(DeprecationWarning, match=rf"sbdata.distributed.{name} is internal now"):
+            assert getattr(public, name) is getattr(sbdata._dist, name)
+    with pytest.warns(DeprecationWarning, match="make_lockstep is internal now"):
+        make_lockstep = public.make_lockstep
+    assert make_lockstep("local", None, torch.device("cpu")) is None  # one process: no coordinator
+    with pytest.raises(ValueError, match="sync must be one of"):
+        make_lockstep("all", None, torch.device("cpu"))
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        public.nothing  # noqa: B018
+
+
 def test_only_rank_and_history_use_the_population():
     assert RankWeighted().uses_population and LossHistory().uses_population
     assert not TopK().uses_population and not RandomK().uses_population
