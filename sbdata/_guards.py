@@ -173,14 +173,13 @@ def warn_if_unsharded(loader: Any) -> None:
     """Warn when several ranks train and ``loader`` would give each of them the same data."""
     world = rank_and_world()[1]
     if world > 1 and _unsharded(loader):
-        warnings.warn(
+        warn_from_user_code(
             f"sbdata: torch.distributed runs {world} ranks but the wrapped {type(loader).__name__} has no "
             "DistributedSampler or other sharding, so every rank would train on the same data: build it with "
             "sampler=DistributedSampler(dataset) (and call set_epoch each epoch), or under Accelerate prepare the "
             "DataLoader first and then wrap it (SBLoader(accelerator.prepare(loader), ...)); under Lightning use "
             "sbdata.integrations.lightning",
             RuntimeWarning,
-            stacklevel=3,
         )
 
 
@@ -188,11 +187,10 @@ def warn_if_other_rank(saved_rank: Any) -> None:
     """Warn when a state saved by rank ``saved_rank`` is loaded by a different rank."""
     rank, world = rank_and_world()
     if world > 1 and saved_rank is not None and int(saved_rank) != rank:
-        warnings.warn(
+        warn_from_user_code(
             f"sbdata: rank {rank} loads a selection state saved by rank {saved_rank}: each rank has its own state "
             "(generator, policy history, cache, position), and a checkpoint written by rank 0 alone restores it "
             "wrongly. Save and load one state per rank: sbdata.integrations.accelerate.save_sb_state/load_sb_state, "
             "sbdata.integrations.lightning or sbdata.integrations.transformers do it for you",
             RuntimeWarning,
-            stacklevel=3,
         )

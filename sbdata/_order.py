@@ -8,11 +8,12 @@ saved epoch's loader had run out, to the state it had then (the start of the nex
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import torch
 from torch.utils.data import RandomSampler, SequentialSampler
+
+from ._guards import warn_from_user_code
 
 __all__ = ["SamplerOrder"]
 
@@ -128,10 +129,9 @@ class SamplerOrder:
                 reason = next(filter(None, map(_unobservable, self.samplers)), None)
                 problem = None if reason is None else f"{reason}; {_FIX}"
             if problem is not None:
-                warnings.warn(
+                warn_from_user_code(
                     f"SBLoader cannot make this checkpoint resume in the same order (a resumed run would see other "
-                    f"batches than the uninterrupted one): {problem}",
-                    stacklevel=4,
+                    f"batches than the uninterrupted one): {problem}"
                 )
         if stateful or not self.generators:
             return None

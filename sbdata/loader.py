@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NoReturn
 
@@ -165,11 +164,10 @@ class SBLoader(EngineFront):
                 return inner
             problem = f"returned a {type(inner).__name__}, not a dict"
         self._stateless = True
-        warnings.warn(
+        _guards.warn_from_user_code(
             f"the wrapped loader's state_dict() {problem}; SBLoader treats it as a loader without state (a resume "
             "re-iterates it and skips the consumed batches). For exact resume from its own state, make its "
-            "state_dict() work (e.g. accelerate's use_stateful_dataloader=True)",
-            stacklevel=3,
+            "state_dict() work (e.g. accelerate's use_stateful_dataloader=True)"
         )
         return None
 

@@ -370,13 +370,17 @@ def test_a_loader_whose_state_dict_raises_counts_as_stateless():
 
     with pytest.warns(UserWarning, match="raised AttributeError.*treats it as a loader without state"):
         check_save_load(make, epochs=2)
+    with pytest.warns(UserWarning, match="treats it as a loader without state") as record:
+        make().state_dict()
+    assert record[0].filename == __file__  # the user's line, not sbdata's
 
 
 def test_unobservable_shuffle_warns_once_at_the_checkpoint_naming_the_fix():
     loader = DataLoader(TensorDataset(*oracle_batch(range(8))), batch_size=4, shuffle=True)
     sb = SBLoader(loader, OracleModel(LOSSES), ce)
-    with pytest.warns(UserWarning, match=r"global RNG decides the order.*generator=torch.Generator\(\)"):
+    with pytest.warns(UserWarning, match=r"global RNG decides the order.*generator=torch.Generator\(\)") as record:
         sb.state_dict()
+    assert record[0].filename == __file__  # it names the user's checkpoint line, not one inside sbdata
     import warnings
 
     with warnings.catch_warnings():
