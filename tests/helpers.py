@@ -147,7 +147,8 @@ def check_save_load(
     Returns:
         The uninterrupted run: a list of batches per epoch.
     """
-    reference = [[copy.deepcopy(batch) for batch in obj] for obj in [make()] for _ in range(epochs)]
+    uninterrupted = make()
+    reference = [[copy.deepcopy(batch) for batch in uninterrupted] for _ in range(epochs)]
     sizes = [len(run) for run in reference]
     assert all(sizes), f"an epoch yielded nothing: {sizes}"
     if initial:

@@ -164,7 +164,7 @@ def test_auto_runs_through_a_decision_in_the_checked_run():
 
 def test_train_mode_dropout_moves_the_selection():
     # the dropout stream reached the scores: selection is not the eval-mode oracle's, so its state is checked
-    train = [[ids_of(b) for b in sbloader("train-dropout", None)()] for _ in range(1)]
+    train = [ids_of(b) for b in sbloader("train-dropout", None)()]
     evaluated = SBLoader(
         DataLoader(dataset(False), batch_size=BATCH, shuffle=True, generator=torch.Generator().manual_seed(0)),
         OracleModel(LOSSES),
@@ -173,7 +173,7 @@ def test_train_mode_dropout_moves_the_selection():
         policy="rank",
         generator=5,
     )
-    assert train != [[ids_of(b) for b in evaluated]]
+    assert train != [ids_of(b) for b in evaluated]
 
 
 def test_stage_over_numpy_batches_with_key_columns_resumes_exactly():
