@@ -22,7 +22,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 import sbdata
-from sbdata.registry import POLICIES
+from sbdata.policies import POLICIES
 
 # examples/common.py, beside this script (a script's own directory is importable)
 from common import ConvNet, accuracy, load_mnist1d

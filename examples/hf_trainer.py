@@ -4,11 +4,11 @@ no download) learns synthetic token sequences, training only on the half of each
 Each sequence counts upwards modulo the vocabulary with a stride of 1, 2, 3 or 4 (``t, t+s, t+2s, ...``); the
 stride must be read from the first tokens, so later tokens are predictable and some strides are learnt before
 others. The script prints the Trainer's loss with what selection kept, then the per-token loss of each stride.
-Selection ranks by the mean loss over each sequence's real tokens (``sbdata.adapters.causal_lm``), so padding does
+Selection ranks by the mean loss over each sequence's real tokens (``sbdata.tasks.causal_lm``), so padding does
 not make short sequences look easy.
 
 Beware data that cannot be learnt (random tokens, wrong labels): their loss stays highest, so selection by loss
-keeps them; see ``docs/method_card.md`` (``ReducibleLoss``).
+keeps them; see ``docs/method_card.md`` (``ReducibleSelect``).
 
 Run from the repository root (or with sbdata installed: ``pip install "sbdata[transformers]"``)::
 
@@ -24,8 +24,8 @@ import tempfile
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
 
-from sbdata.adapters import causal_lm, pad_right
 from sbdata.integrations.transformers import SBTrainer
+from sbdata.tasks import causal_lm, pad_right
 
 VOCAB = 16
 

@@ -4,39 +4,40 @@ Wrap a loader so that it yields only the samples that still teach the model some
 
     loader = SBLoader(train_loader, model, F.cross_entropy, keep=0.5)
 
-API: the names in ``__all__`` below, and the modules ``sbdata.nodes`` (the torchdata stage ``SBSelector``),
-``sbdata.wds`` (the WebDataset stage ``sb_select`` / ``SelectStage``), ``sbdata.distributed`` (``Lockstep``, the
-lockstep driver under ``torch.distributed``), ``sbdata.registry`` (``POLICIES``, the built-in policies by name),
-``sbdata.gain`` (the gain estimate behind ``keep="auto"``: ``tau``, ``shrink_speedup``, ``pool_speedup``,
-``best_keep``, as pure functions), ``sbdata.adapters`` (``causal_lm``, ``sequence_classification``,
-``token_classification``: the hooks per task), ``sbdata.prune_rules`` (the ``PruningSampler``'s rules as pure
-functions) and ``sbdata.integrations.lightning``, ``.accelerate`` and ``.transformers``. Importing ``sbdata`` imports
-none of torchdata, webdataset, Lightning, Accelerate or Transformers.
-
-Internal, and free to change: every module whose name starts with an underscore (``_step``: the SB step) and
-``scoring``'s ``Scorer``; the other modules (``auto``, ``cache``, ``collate``, ``engine``, ``functional``, ``history``,
-``importance``, ``loader``, ``policies``, ``pruning``, ``reducible``, ``schedule``, ``stats``) hold the public classes
-re-exported here. See ``docs/design.md`` for the module map.
+API: the names in ``__all__`` below (every public class and function, importable from here), the front-end modules
+``sbdata.nodes`` (the torchdata stage ``SBSelector``) and ``sbdata.wds`` (the WebDataset stage ``sb_select``), and
+the surfaces (``__all__``) of the folders: ``sbdata.policies`` (the policy contract, the built-in policies, the
+sampling helpers and ``POLICIES``), ``sbdata.auto`` (``Auto`` and the gain estimate as pure functions),
+``sbdata.distributed`` (``Lockstep`` and the collectives), ``sbdata.pruning`` (``PruningSampler`` and its rules),
+``sbdata.tasks`` (``causal_lm``, ``sequence_classification``, ``token_classification``, ``pad_right``) and
+``sbdata.integrations.lightning``, ``.accelerate`` and ``.transformers``. The lower layers' surfaces
+(``sbdata.batch``, ``sbdata.scoring``, ``sbdata.cache``, ``sbdata.engine``) serve the layers above them; a module
+whose name starts with an underscore is private to its folder. Importing ``sbdata`` imports none of torchdata,
+webdataset, Lightning, Accelerate or Transformers. ``docs/design.md`` draws the tree and its layers.
 """
 
-from ._column import KeptColumn
-from ._options import EngineOptions, LossFn, PolicyArg
-from .advise import Advice, advise
-from .auto import Auto
-from .cache import LossCache, with_index
-from .collate import SBCollator
-from .engine import SelectionEngine
-from .functional import select_using_loss, should_selective_backprop
-from .gain import CostTable
-from .history import LossHistory
-from .importance import ImportanceSampling
-from .loader import SBLoader
-from .policies import RandomK, RankWeighted, Selection, SelectionPolicy, TopK, keep_count
-from .policy_types import PolicyOptions, ScoreContext
-from .pruning import PruningSampler
-from .reducible import ReducibleLoss
-from .schedule import Schedule
-from .stats import SBStats
+from sbdata.advice import Advice, advise
+from sbdata.auto import Auto, CostTable
+from sbdata.batch import KeptColumn
+from sbdata.cache import LossCache, with_index
+from sbdata.collate import SBCollator
+from sbdata.engine import EngineOptions, LossFn, PolicyArg, SBStats, Schedule, SelectionEngine
+from sbdata.functional import select_using_loss, should_selective_backprop
+from sbdata.loader import SBLoader
+from sbdata.policies import (
+    HistoryPercentile,
+    ImportanceDraw,
+    PolicyOptions,
+    RandomK,
+    RankWeighted,
+    ReducibleSelect,
+    ScoreContext,
+    Selection,
+    SelectionPolicy,
+    TopK,
+    keep_count,
+)
+from sbdata.pruning import PruningSampler
 
 __version__ = "0.1.0"
 
@@ -45,17 +46,17 @@ __all__ = [
     "Auto",
     "CostTable",
     "EngineOptions",
-    "ImportanceSampling",
+    "HistoryPercentile",
+    "ImportanceDraw",
     "KeptColumn",
     "LossCache",
     "LossFn",
-    "LossHistory",
     "PolicyArg",
     "PolicyOptions",
     "PruningSampler",
     "RandomK",
     "RankWeighted",
-    "ReducibleLoss",
+    "ReducibleSelect",
     "SBCollator",
     "SBLoader",
     "SBStats",

@@ -8,10 +8,9 @@ from typing import Any
 import torch
 from torch.utils.data import default_collate
 
-from ._front import EngineFront
-from ._options import EngineOptions, LossFn, Unpack
-from ._placement import check_not_in_worker
-from .engine import SelectionEngine
+from sbdata._front import EngineFront, check_not_in_worker
+from sbdata._util import Unpack
+from sbdata.engine import EngineOptions, LossFn, SelectionEngine
 
 __all__ = ["SBCollator"]
 

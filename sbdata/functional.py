@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .policies import gumbel_top_k, rank_log_weights
-from .schedule import should_selective_backprop
-from .scoring import Scorer, per_sample_loss_fn
+from sbdata.engine import should_selective_backprop
+from sbdata.policies import gumbel_top_k, rank_log_weights
+from sbdata.scoring import Scorer, per_sample_loss_fn
 
 __all__ = ["select_using_loss", "should_selective_backprop"]
 

@@ -8,11 +8,11 @@ from typing import Any, NoReturn
 
 from torch import nn
 
-from . import _dist, _guards
-from ._front import EngineFront
-from ._options import EngineOptions, LossFn, Unpack
-from ._order import SamplerOrder
-from .engine import SelectionEngine
+import sbdata._front as _front
+import sbdata.distributed as _dist
+from sbdata._front import EngineFront, SamplerOrder
+from sbdata._util import Unpack, warn_from_user_code
+from sbdata.engine import EngineOptions, LossFn, SelectionEngine
 
 __all__ = ["SBLoader"]
 
@@ -98,8 +98,8 @@ class SBLoader(EngineFront):
             callable(getattr(loader, "state_dict", None)) and callable(getattr(loader, "load_state_dict", None))
         )
         self._loader_restored = False
-        self._read_ahead = _guards.ReadAheadGuard(model)
-        _guards.warn_if_unsharded(loader)
+        self._read_ahead = _front.ReadAheadGuard(model)
+        _front.warn_if_unsharded(loader)
 
     def __iter__(self) -> Iterator[Any]:
         continues = self.engine.start_pass()
@@ -164,7 +164,7 @@ class SBLoader(EngineFront):
                 return inner
             problem = f"returned a {type(inner).__name__}, not a dict"
         self._stateless = True
-        _guards.warn_from_user_code(
+        warn_from_user_code(
             f"the wrapped loader's state_dict() {problem}; SBLoader treats it as a loader without state (a resume "
             "re-iterates it and skips the consumed batches). For exact resume from its own state, make its "
             "state_dict() work (e.g. accelerate's use_stateful_dataloader=True)"
@@ -179,7 +179,7 @@ class SBLoader(EngineFront):
         return state if samplers is None else {**state, self.SAMPLERS_KEY: samplers}
 
     def _load_source_state(self, state: dict[str, Any]) -> None:
-        _guards.warn_if_other_rank(state.get(self.RANK_KEY))
+        _front.warn_if_other_rank(state.get(self.RANK_KEY))
         inner = state.get(self.LOADER_KEY)
         if inner is not None:
             if not callable(getattr(self.loader, "load_state_dict", None)):

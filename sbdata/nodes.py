@@ -20,10 +20,9 @@ except ImportError as error:
 
 from torch import nn
 
-from ._front import EngineFront
-from ._options import EngineOptions, LossFn, Unpack
-from ._placement import check_not_in_worker, check_thread
-from .engine import SelectionEngine
+from sbdata._front import EngineFront, check_not_in_worker, check_thread
+from sbdata._util import Unpack
+from sbdata.engine import EngineOptions, LossFn, SelectionEngine
 
 __all__ = ["SBSelector"]
 

@@ -14,16 +14,14 @@ WebDataset import and decodes nothing: decoding (and its safety) stays in the us
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from torch import nn
 
-from ._front import EngineFront
-from ._options import EngineOptions, LossFn, Unpack
-from ._placement import check_not_in_worker
-from .engine import SelectionEngine
+from sbdata._front import EngineFront, check_not_in_worker
+from sbdata._util import Unpack
+from sbdata.engine import EngineOptions, LossFn, SelectionEngine
 
 __all__ = ["SelectStage", "sb_select"]
 
@@ -69,19 +67,6 @@ class SelectStage(EngineFront):
         """Batches of the saved epoch already consumed, to skip in a source that restarts from its beginning
         (0 unless a state was loaded and its epoch had not ended)."""
         return self.engine.source_position if self.engine.continues_saved_epoch else 0
-
-
-def __getattr__(name: str) -> Any:
-    """``SBSelect``, the stage class's earlier name (a near-homonym of ``sbdata.nodes.SBSelector``), still imports,
-    with a ``DeprecationWarning``."""
-    if name == "SBSelect":
-        warnings.warn(
-            "sbdata.wds.SBSelect is now sbdata.wds.SelectStage (build it with sb_select(...))",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return SelectStage
-    raise AttributeError(f"module 'sbdata.wds' has no attribute {name!r}")
 
 
 def sb_select(model: nn.Module, loss_fn: LossFn, **options: Unpack[EngineOptions]) -> SelectStage:

@@ -24,9 +24,10 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without accelerate installed
     raise ImportError("sbdata.integrations.accelerate needs accelerate: pip install accelerate") from error
 
-from .._options import EngineOptions, Unpack
-from ..loader import SBLoader
-from ._state import load_rank_state, save_rank_state
+from sbdata._util import Unpack
+from sbdata.engine import EngineOptions
+from sbdata.integrations._rank_state import load_rank_state, save_rank_state
+from sbdata.loader import SBLoader
 
 __all__ = ["load_sb_state", "save_sb_state", "wrap"]
 

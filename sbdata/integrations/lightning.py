@@ -33,10 +33,11 @@ except ImportError as error:  # pragma: no cover - exercised only without lightn
 
 import torch.distributed as dist
 
-from .._dist import rank_and_world
-from .._options import EngineOptions, Unpack
-from ..loader import SBLoader
-from ._clock import bind_clock, trainer_schedule
+from sbdata._util import Unpack
+from sbdata.distributed import rank_and_world
+from sbdata.engine import EngineOptions
+from sbdata.integrations._trainer_progress import bind_progress, trainer_schedule
+from sbdata.loader import SBLoader
 
 __all__ = ["LightningSBLoader", "SBDataModule", "SBStatsLogger", "sb_train_dataloader", "trainer_schedule"]
 
@@ -132,7 +133,7 @@ def sb_train_dataloader(
             total.append(max(1, trainer.estimated_stepping_batches))
         return trainer.global_step / total[0]
 
-    bind_clock(options, progress)
+    bind_progress(options, progress)
     sb = LightningSBLoader(loader, module, loss_fn, **options)
     _refuse_read_ahead(sb, module)
     return sb

@@ -31,10 +31,10 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without transformers installed
     raise ImportError("sbdata.integrations.transformers needs transformers: pip install transformers") from error
 
-from ..loader import SBLoader
-from ._clock import bind_clock, trainer_schedule
-from ._state import load_rank_state, save_rank_state
-from ._tasks import task_hooks
+from sbdata.integrations._model_tasks import task_hooks
+from sbdata.integrations._rank_state import load_rank_state, save_rank_state
+from sbdata.integrations._trainer_progress import bind_progress, trainer_schedule
+from sbdata.loader import SBLoader
 
 __all__ = ["SBStatsCallback", "SBTrainer", "trainer_schedule"]
 
@@ -119,7 +119,7 @@ class SBTrainer(Trainer):
                 "its steps): drop it; the Trainer trains on ceil(keep * per_device_train_batch_size) per batch"
             )
         super().__init__(*args, **kwargs)
-        bind_clock(options, lambda: self.state.global_step / max(1, self.state.max_steps))
+        bind_progress(options, lambda: self.state.global_step / max(1, self.state.max_steps))
         self.sb_options = options
         if self.model is not None:
             task_hooks(self.model, options)  # refuses a model of no known task without a loss_fn, here

@@ -33,11 +33,13 @@ def check_job(reports, world):
         assert len(kept) == len(set(kept))  # ranks train on disjoint samples
 
 
+@pytest.mark.multiprocess
 def test_single_process_with_a_stateful_prepared_loader(tmp_path):
     run_job([str(JOBS / "accelerate_job.py"), "--out", str(tmp_path), "--stateful"])
     check_job(read_reports(tmp_path, 1), 1)
 
 
+@pytest.mark.multiprocess
 @pytest.mark.slow
 def test_two_processes_shard_reshuffle_and_resume_per_rank(tmp_path):
     run_job([str(JOBS / "accelerate_job.py"), "--out", str(tmp_path), "--stateful"], nproc=2)
@@ -47,6 +49,7 @@ def test_two_processes_shard_reshuffle_and_resume_per_rank(tmp_path):
         assert report["prepare_passes_sb_through"] and report["wrong_order_warned"]
 
 
+@pytest.mark.multiprocess
 @pytest.mark.slow
 def test_two_processes_with_the_default_prepared_loader(tmp_path):
     """Accelerate's default DataLoaderShard has a state_dict() that raises: SB must treat it as stateless."""

@@ -42,6 +42,7 @@ def resume_matches(out, step, world, *extra):
         assert resumed["fit_warnings"] == []
 
 
+@pytest.mark.multiprocess
 @pytest.mark.slow
 def test_one_process_resumes_exactly_mid_epoch_and_at_an_epoch_end(tmp_path):
     run_job([JOB, "--out", str(tmp_path), "--no-shuffle"])
@@ -54,6 +55,7 @@ def test_one_process_resumes_exactly_mid_epoch_and_at_an_epoch_end(tmp_path):
     resume_matches(tmp_path, 8, 1, "--no-shuffle")  # saved after the last batch of epoch 0
 
 
+@pytest.mark.multiprocess
 @pytest.mark.slow
 def test_two_process_ddp_shards_reshuffles_and_resumes_per_rank(tmp_path):
     run_job([JOB, "--out", str(tmp_path), "--devices", "2"], timeout=600)

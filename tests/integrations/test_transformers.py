@@ -8,8 +8,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from sbdata.adapters import pad_right  # noqa: E402
 from sbdata.integrations.transformers import SBTrainer, trainer_schedule  # noqa: E402
+from sbdata.tasks import pad_right  # noqa: E402
 
 VOCAB, N, BATCH = 32, 48, 8
 
@@ -239,7 +239,7 @@ def test_a_trainer_subclass_returning_an_sbloader_refuses_to_resume_naming_sbtra
     """What a user writes before finding SBTrainer trains, but cannot resume mid-epoch: its selection state is not
     in the checkpoint, and the Trainer would rebuild the loader without selection. It says so before any step."""
     from sbdata import SBLoader
-    from sbdata.adapters import causal_lm
+    from sbdata.tasks import causal_lm
 
     steps: list[int] = []
 

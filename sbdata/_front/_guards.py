@@ -1,0 +1,181 @@
+"""One-time warnings for setups that would train on the wrong data without an error.
+
+Each check is called from one line of a front end; each warns once per object, naming the fix:
+
+- :class:`ReadAheadGuard`: the consumer reads batches ahead of training (Lightning's prefetch for a loader without
+  ``len()``, ``list(loader)``), so batches are scored with parameters that change before they are trained on.
+- :func:`warn_if_unsharded`: under a process group of several ranks, the wrapped loader shows no sharding, so every
+  rank would read the same data.
+- :func:`warn_if_other_rank`: a state saved on one rank is loaded on another.
+
+Each warns through :func:`sbdata._util.warn_from_user_code`, so that it names the user's line.
+"""
+
+from __future__ import annotations
+
+import collections
+import warnings
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.utils.data import DistributedSampler, IterableDataset
+
+from sbdata._util import warn_from_user_code
+from sbdata.distributed import rank_and_world
+
+__all__ = ["ReadAheadGuard", "warn_if_other_rank", "warn_if_unsharded"]
+
+_optimizer_steps = 0  # optimizer steps taken in this process, by any optimizer (counted once the first guard exists)
+_step_hook: Any = None
+_handing_out: Any = None  # weak reference to the guard that handed out the latest batch: backward passes are its
+
+
+def _count_step(*_: Any) -> None:
+    global _optimizer_steps
+    _optimizer_steps += 1
+
+
+class ReadAheadGuard:
+    """Warns once when a batch is trained on with parameters that changed after it was scored.
+
+    Each batch handed out while the model is in training mode records a cheap signature of the parameters (the
+    version counters of the first and last trainable parameter, bumped by every in-place update, and the count of
+    ``optimizer.step()`` calls, which also catches fused optimizers). A hook on the first trainable parameter
+    fires once per backward pass (attributed to the loader that handed out the latest batch); it compares the
+    oldest recorded signature with the current one. In a loop that
+    trains on each batch as it arrives the two always agree, also under gradient accumulation (no step between
+    scoring and backward) and when a trainer fetches an accumulation window ahead. They differ only when the
+    consumer holds batches across an optimizer step: Lightning prefetching one batch from a loader without
+    ``len()``, or ``list(loader)`` before training. Cost: a few integer reads per batch and per backward.
+
+    Args:
+        model: the model being trained (its trainable parameters are watched; none means no check).
+    """
+
+    WINDOW = 16  # signatures kept; a consumer further ahead than this is still caught by the older ones
+
+    def __init__(self, model: nn.Module) -> None:
+        self._model_ref = weakref.ref(model)
+        self._self_ref = weakref.ref(self)
+        self._pending: collections.deque[tuple[int, ...]] = collections.deque(maxlen=self.WINDOW)
+        self._watched: tuple[torch.Tensor, ...] | None = None
+        self.warned = False
+
+    def _attach(self, model: nn.Module) -> None:
+        global _step_hook
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        self._watched = (trainable[0], trainable[-1]) if trainable else ()
+        if not trainable:
+            return
+        if _step_hook is None:
+            _step_hook = register_optimizer_step_post_hook(_count_step)
+        guard = self._self_ref
+
+        def on_backward(_: torch.Tensor) -> None:
+            alive = guard()
+            if alive is not None and _handing_out is guard:  # another loader's batches are not this one's
+                alive.backward_seen()
+
+        handle = trainable[0].register_post_accumulate_grad_hook(on_backward)
+        weakref.finalize(self, handle.remove)
+
+    def _signature(self) -> tuple[int, int, int]:
+        first, last = self._watched  # type: ignore[misc]  # only asked once parameters are watched
+        return (_optimizer_steps, first._version, last._version)
+
+    def watch(self, batches: Iterator[Any]) -> Iterator[Any]:
+        """Yield ``batches`` unchanged, recording a signature for each one handed out to a training model."""
+        global _handing_out
+        pending, model_ref, self_ref = self._pending, self._model_ref, self._self_ref
+        pending.clear()
+        for batch in batches:
+            model = model_ref()
+            if model is not None and model.training and not self.warned:
+                if self._watched is None:
+                    self._attach(model)
+                if self._watched:
+                    first, last = self._watched  # _signature(), inline: once per batch
+                    pending.append((_optimizer_steps, first._version, last._version))
+                    _handing_out = self_ref
+            yield batch
+
+    def backward_seen(self) -> None:
+        """Called once per backward pass: the oldest batch handed out is taken to be the one trained on."""
+        if not self._pending or self.warned:
+            return
+        scored = self._pending.popleft()
+        if scored != self._signature():
+            self.warned = True
+            self._pending.clear()
+            warnings.warn(
+                "sbdata: a batch was trained on after an optimizer step that came after it was scored: whatever "
+                "iterates the loader reads batches ahead (Lightning prefetches one batch from a loader without "
+                "len(), e.g. SBLoader(batch_size=...); list(loader) before training), so selection ranks with "
+                "parameters one or more steps old and a checkpoint misses the batches read ahead. Fix: take one "
+                "batch per training step (under Lightning use sbdata.integrations.lightning, or drop batch_size=; "
+                "in your own loop, iterate the loader directly)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+
+def _shows_sharding(obj: Any) -> bool:
+    if isinstance(obj, DistributedSampler):
+        return True
+    # torch and Lightning samplers (num_replicas, rank), Accelerate's shards (num_processes, process_index)
+    return (hasattr(obj, "num_replicas") and hasattr(obj, "rank")) or (
+        hasattr(obj, "num_processes") and hasattr(obj, "process_index")
+    )
+
+
+def _unsharded(loader: Any) -> bool:
+    """Whether ``loader`` is a DataLoader-like object over a map-style dataset with no sharding in its samplers.
+
+    Anything else (a factory, a plain iterable, an iterable dataset, Accelerate's dispatcher) may shard in ways
+    not visible from outside, so it is not reported.
+    """
+    if not (hasattr(loader, "sampler") or hasattr(loader, "batch_sampler")) or not hasattr(loader, "dataset"):
+        return False
+    if isinstance(loader.dataset, IterableDataset) or type(loader).__name__ == "DataLoaderDispatcher":
+        return False
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    parts = (
+        loader,
+        getattr(loader, "sampler", None),
+        batch_sampler,
+        getattr(batch_sampler, "sampler", None),
+        getattr(batch_sampler, "batch_sampler", None),  # Accelerate's BatchSamplerShard wraps the batch sampler
+        loader.dataset,
+    )
+    return not any(part is not None and _shows_sharding(part) for part in parts)
+
+
+def warn_if_unsharded(loader: Any) -> None:
+    """Warn when several ranks train and ``loader`` would give each of them the same data."""
+    world = rank_and_world()[1]
+    if world > 1 and _unsharded(loader):
+        warn_from_user_code(
+            f"sbdata: torch.distributed runs {world} ranks but the wrapped {type(loader).__name__} has no "
+            "DistributedSampler or other sharding, so every rank would train on the same data: build it with "
+            "sampler=DistributedSampler(dataset) (and call set_epoch each epoch), or under Accelerate prepare the "
+            "DataLoader first and then wrap it (SBLoader(accelerator.prepare(loader), ...)); under Lightning use "
+            "sbdata.integrations.lightning",
+            RuntimeWarning,
+        )
+
+
+def warn_if_other_rank(saved_rank: Any) -> None:
+    """Warn when a state saved by rank ``saved_rank`` is loaded by a different rank."""
+    rank, world = rank_and_world()
+    if world > 1 and saved_rank is not None and int(saved_rank) != rank:
+        warn_from_user_code(
+            f"sbdata: rank {rank} loads a selection state saved by rank {saved_rank}: each rank has its own state "
+            "(generator, policy history, cache, position), and a checkpoint written by rank 0 alone restores it "
+            "wrongly. Save and load one state per rank: sbdata.integrations.accelerate.save_sb_state/load_sb_state, "
+            "sbdata.integrations.lightning or sbdata.integrations.transformers do it for you",
+            RuntimeWarning,
+        )

@@ -1,0 +1,212 @@
+"""Does selection pay? The online gain estimate as pure functions (derivation: ``docs/method_card.md``).
+
+A batch's per-sample scores ``s`` (losses by default) give importance sampling's variance-reduction factor
+``tau = sqrt(mean(s^2)) / mean(s)`` (Katharopoulos & Fleuret 2018; 1 for a flat spread, larger the more the scores
+concentrate). Drawing ``k`` of ``B`` candidates in proportion to the gradient norm makes an effective uniform batch
+``b_eff = 1 / (1/B + 1/(k tau^2))``; in the noise-dominated regime progress per step is proportional to the
+effective batch, so a selection step's progress per second, against a plain step's, is :func:`shrink_speedup` (the
+default layout, ``k`` of each loader batch of ``B``) or :func:`pool_speedup` (``batch_size=``). :func:`best_keep`
+picks the share that maximises it on a grid. Every function here is host arithmetic except :func:`score_sums`,
+which stays on the scores' device.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from sbdata.policies import keep_count
+
+__all__ = [
+    "CostTable",
+    "best_keep",
+    "effective_batch",
+    "keep_grid",
+    "pool_speedup",
+    "score_share",
+    "score_sums",
+    "shrink_speedup",
+    "tau",
+    "tau_from_sums",
+]
+
+
+@dataclass(frozen=True)
+class CostTable:
+    """Seconds of the calls a step is made of, as linear fits in the number of samples ``n``.
+
+    Attributes:
+        score_per_sample: seconds per sample of the scoring pass (no-grad forward and selection), >= 0.
+        train_per_sample: seconds per sample of the user's training step (forward, backward, optimizer), >= 0.
+        score_fixed: seconds per scoring call whatever its size, >= 0. Default 0.
+        train_fixed: seconds per training step whatever its size (e.g. the optimizer step), >= 0. Default 0.
+        overhead: sbdata's seconds per SB step beyond scoring (bookkeeping), >= 0. Default 0.
+    """
+
+    score_per_sample: float
+    train_per_sample: float
+    score_fixed: float = 0.0
+    train_fixed: float = 0.0
+    overhead: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("score_per_sample", "train_per_sample", "score_fixed", "train_fixed", "overhead"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise ValueError(f"CostTable.{name} must be a finite number of seconds >= 0, got {value!r}")
+        if self.train(1) <= 0:
+            raise ValueError(
+                "CostTable needs a training step that costs something: train_per_sample or train_fixed > 0"
+            )
+
+    @classmethod
+    def forward_equivalents(cls, score: float = 1.0) -> CostTable:
+        """The machine-free model: a scored sample costs ``score`` forward (1 by default), a trained one 3."""
+        return cls(score_per_sample=score, train_per_sample=3.0)
+
+    @classmethod
+    def fit(cls, score: dict[int, float], train: dict[int, float], overhead: float = 0.0) -> CostTable:
+        """Least-squares lines through measured seconds per call by batch size (e.g. ``examples/costmodel.py``'s
+        ``Costs.score`` and ``Costs.train``); one size gives a line through the origin. Negative fits clip to 0."""
+        (s_fixed, s_per), (t_fixed, t_per) = _line(score, "score"), _line(train, "train")
+        return cls(s_per, t_per, s_fixed, t_fixed, overhead)
+
+    def score(self, n: float) -> float:
+        """Seconds to score ``n`` samples."""
+        return self.score_fixed + self.score_per_sample * n
+
+    def train(self, n: float) -> float:
+        """Seconds of a training step on ``n`` samples."""
+        return self.train_fixed + self.train_per_sample * n
+
+
+def _line(points: dict[int, float], name: str) -> tuple[float, float]:
+    if not points:
+        raise ValueError(f"CostTable.fit needs at least one {name} measurement, got none")
+    sizes = sorted(points)
+    if len(sizes) == 1:
+        return 0.0, max(0.0, points[sizes[0]] / sizes[0])
+    mean_n = sum(sizes) / len(sizes)
+    mean_t = sum(points[n] for n in sizes) / len(sizes)
+    slope = sum((n - mean_n) * (points[n] - mean_t) for n in sizes) / sum((n - mean_n) ** 2 for n in sizes)
+    slope = max(0.0, slope)
+    return max(0.0, mean_t - slope * mean_n), slope
+
+
+def score_sums(scores: torch.Tensor) -> torch.Tensor:
+    """``[sum(s), sum(s^2), count]`` of the finite scores, negatives clipped to 0: float64 on the scores' device.
+
+    Non-finite scores are left out without reading anything on the host (no synchronisation).
+    """
+    s = scores.detach().to(torch.float64)
+    finite = torch.isfinite(s)
+    clean = torch.where(finite, s, 0.0).clamp_(min=0.0)
+    return torch.stack([clean.sum(), (clean * clean).sum(), finite.sum(dtype=torch.float64)])
+
+
+def tau_from_sums(total: float, squares: float, count: float) -> float:
+    """``sqrt(mean(s^2)) / mean(s)`` from the sums; 1 (no gain) when there is nothing, or only zeros."""
+    if count <= 0 or total <= 0:
+        return 1.0
+    return max(1.0, math.sqrt(count * squares) / total)  # >= 1 by Cauchy-Schwarz; max() absorbs rounding
+
+
+def tau(scores: torch.Tensor | Sequence[float]) -> float:
+    """Importance sampling's variance-reduction factor for one batch of scores (host, for tests and tools).
+
+    With ``g = s / sum(s)`` and ``u = 1/B``, ``1 / sqrt(1 - sum((g - u)^2) / sum(g^2))`` equals
+    ``sqrt(B sum(g^2)) = sqrt(mean(s^2)) / mean(s)``: >= 1, and 1 exactly for a flat spread.
+    """
+    total, squares, count = score_sums(torch.as_tensor(scores)).tolist()
+    return tau_from_sums(total, squares, count)
+
+
+def effective_batch(candidates: float, kept: float, tau_: float) -> float:
+    """The uniform batch whose gradient estimate has the variance of ``kept`` of ``candidates`` drawn by
+    importance: ``1 / (1/candidates + 1/(kept tau^2))``."""
+    return 1.0 / (1.0 / candidates + 1.0 / (kept * tau_ * tau_))
+
+
+def shrink_speedup(tau_: float, keep: float, batch: int, costs: CostTable, reuse: float = 0.0) -> float:
+    """Predicted progress per second of training ``k = keep_count(keep, batch)`` of each loader batch, against the
+    plain step on the whole batch (> 1: selection pays).
+
+    ``[1 / (1 + B / (k tau^2))] * train(B) / (score(B) (1 - reuse) + train(k) + overhead)``, ``reuse`` the share of
+    scores a ``LossCache`` supplies without a forward, in [0, 1].
+    """
+    k = keep_count(keep, batch)
+    progress = 1.0 / (1.0 + batch / (k * tau_ * tau_))
+    return progress * costs.train(batch) / (costs.score(batch) * (1 - reuse) + costs.train(k) + costs.overhead)
+
+
+def pool_speedup(
+    tau_: float, keep: float, batch_size: int, costs: CostTable, reuse: float = 0.0, batch: int | None = None
+) -> float:
+    """Predicted progress per second of output batches of ``batch_size``, each drawn from ``C = batch_size/keep``
+    candidates, against a plain step of ``batch_size``.
+
+    ``[1 / (keep + 1/tau^2)] * train(batch_size) / (scoring (1 - reuse) + train(batch_size) + overhead)``, where
+    ``scoring = score(C)``, or ``C / batch * score(batch)`` when the candidates come in loader batches of ``batch``
+    (the same without fixed costs; ``overhead`` is then counted per loader batch too).
+    """
+    candidates = batch_size / keep
+    calls = 1.0 if batch is None else candidates / batch
+    scoring = costs.score(candidates) if batch is None else calls * costs.score(batch)
+    progress = 1.0 / (keep + 1.0 / (tau_ * tau_))
+    train = costs.train(batch_size)
+    return progress * train / (scoring * (1 - reuse) + train + calls * costs.overhead)
+
+
+def score_share(keep: float, batch: int, costs: CostTable, reuse: float = 0.0, batch_size: int | None = None) -> float:
+    """The scoring pass's share of a selection step's seconds (per loader batch; per output batch when pooled)."""
+    if batch_size is None:
+        scoring, rest = costs.score(batch) * (1 - reuse), costs.train(keep_count(keep, batch)) + costs.overhead
+    else:
+        calls = batch_size / keep / batch
+        scoring, rest = calls * costs.score(batch) * (1 - reuse), costs.train(batch_size) + calls * costs.overhead
+    return scoring / (scoring + rest) if scoring + rest > 0 else 0.0
+
+
+def keep_grid(min_keep: float, max_keep: float, step: float = 0.05) -> list[float]:
+    """The shares :func:`best_keep` tries: multiples of ``step`` in ``[min_keep, max_keep]``, both ends included."""
+    first, last = math.ceil(min_keep / step - 1e-9), math.floor(max_keep / step + 1e-9)
+    grid = [round(i * step, 10) for i in range(first, last + 1)]
+    return sorted({min_keep, *grid, max_keep})
+
+
+def best_keep(
+    tau_: float,
+    costs: CostTable,
+    batch: int,
+    *,
+    batch_size: int | None = None,
+    min_keep: float = 0.1,
+    max_keep: float = 0.9,
+    step: float = 0.05,
+    reuse: float = 0.0,
+) -> tuple[float, float]:
+    """The share in ``[min_keep, max_keep]`` (on :func:`keep_grid`) with the highest predicted speed-up.
+
+    Args:
+        tau_: the variance-reduction factor, >= 1.
+        costs: the cost table.
+        batch: the loader batch size ``B``.
+        batch_size: the pooled output batch size, or None for the shrink layout. Default None.
+        min_keep / max_keep / step: the grid. Defaults 0.1, 0.9, 0.05.
+        reuse: the share of scores reused from a cache, in [0, 1]. Default 0.
+
+    Returns:
+        ``(keep, speedup)``; ties go to the larger keep (the smaller change from plain training).
+    """
+    best = (0.0, -math.inf)
+    for keep in keep_grid(min_keep, max_keep, step):
+        if batch_size is None:
+            speed = shrink_speedup(tau_, keep, batch, costs, reuse)
+        else:
+            speed = pool_speedup(tau_, keep, batch_size, costs, reuse, batch)
+        if speed >= best[1]:
+            best = (keep, speed)
+    return best

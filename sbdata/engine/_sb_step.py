@@ -1,0 +1,306 @@
+"""One SB step: split a batch, score it (or reuse cached losses), rank, screen, select, and subset every field."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+import sbdata.batch as _batch
+from sbdata.cache import LossCache
+from sbdata.engine._finite import FiniteCheck
+from sbdata.engine._options import make_generator
+from sbdata.engine._stats import StatsTracker
+from sbdata.policies import (
+    PolicyOptions,
+    RandomK,
+    RankWeighted,
+    ScoreContext,
+    SelectionPolicy,
+    TopK,
+    keep_count,
+    resolve_policy,
+)
+from sbdata.scoring import Scorer, dropout_seed
+
+__all__ = ["NAN_POLICIES", "Kept", "SBStep"]
+
+NAN_POLICIES = ("raise", "drop", "keep")
+
+
+class Kept(NamedTuple):
+    """What one SB step keeps of a batch.
+
+    Attributes:
+        subset: the kept samples, every field subset alike.
+        size: how many were kept.
+        ratio: per kept sample ``expected / prob`` (for importance weights), or None without ``return_weights``.
+        candidates: how many samples the policy chose from (the finite ones under ``nan_policy="drop"``).
+        expected: the policy's expected kept share of the candidates.
+        scores: the (N,) scores the policy ranked (after ``adjust``, before the non-finite screen), on the device.
+    """
+
+    subset: Any
+    size: int
+    ratio: torch.Tensor | None
+    candidates: int
+    expected: float | torch.Tensor
+    scores: torch.Tensor
+
+
+class SBStep:
+    """Runs the SB step for a :class:`~sbdata.SelectionEngine`; the options are the engine's (see there).
+
+    Args:
+        model: the module the scoring pass calls (``model.module`` for DDP).
+        scorer: the side-effect-free scoring pass.
+        keep: the share to keep, in (0, 1], when a step is not given one (``keep="auto"`` gives one per step);
+            ``keep_given`` says whether the user set it.
+        policy: a policy name or :class:`~sbdata.SelectionPolicy`.
+        device: the scoring device.
+        tracker: the engine's statistics, updated here.
+        lockstep: the engine's coordinator under ``torch.distributed``, or None.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        scorer: Scorer,
+        *,
+        keep: float,
+        keep_given: bool,
+        policy: Any,
+        device: torch.device,
+        generator: torch.Generator | int | None,
+        split: Callable[[Any], tuple[Any, Any]] | None,
+        nan_policy: str,
+        return_weights: bool,
+        id_key: str | int | Callable[[Any], Any] | None,
+        cache: LossCache | None,
+        sync: str,
+        tracker: StatsTracker,
+        lockstep: Any,
+    ) -> None:
+        if nan_policy not in NAN_POLICIES:
+            raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
+        if split is not None and not callable(split):
+            raise TypeError(f"split must be callable(batch) -> (inputs, targets), got {type(split).__name__}")
+        if id_key is not None and not isinstance(id_key, (str, int)) and not callable(id_key):
+            raise TypeError(f"id_key must be a key, a position or callable(batch), got {type(id_key).__name__}")
+        if cache is not None and not isinstance(cache, LossCache):
+            raise TypeError(f"cache must be a sbdata.LossCache or None, got {type(cache).__name__}")
+        if cache is not None and id_key is None:
+            raise ValueError("cache= needs id_key= naming the per-sample id field (e.g. 'index' or '__key__')")
+        if device.type == "meta" and not isinstance(generator, torch.Generator):  # a Generator: make_generator names it
+            raise ValueError(
+                "the model's parameters are on the meta device (no data), so sbdata cannot tell where to score: "
+                "pass device= naming the device its forward takes inputs on (e.g. device='cuda:0' for a model "
+                "dispatched with offloading), with forward=lambda m, x: ... if it needs a custom call; a model built "
+                "on meta (torch.device('meta'), init_empty_weights) must be materialised first "
+                "(model.to_empty(device=...), then load its weights)"
+            )
+        self.model = model
+        self.scorer = scorer
+        self.keep = keep
+        self.keep_given = keep_given
+        self.policy = resolve_policy(policy)
+        self.device = device
+        self.generator = make_generator(generator, device)
+        if generator is None and lockstep is not None:
+            self.generator.manual_seed(lockstep.rank)  # independent draws on each rank
+        self.split = split if split is not None else _batch.default_split
+        self.nan_policy = nan_policy
+        self.return_weights = bool(return_weights)
+        self.id_key = id_key
+        self.cache = cache
+        self.sync = sync
+        self.tracker = tracker
+        self.lockstep = lockstep
+        self.finite_check = FiniteCheck()
+        if cache is not None:
+            cache.bind(device)
+        if self.return_weights and not self.policy.weighted:
+            raise ValueError(
+                f"return_weights=True needs a sampling policy, but {self.policy!r} is deterministic: samples below "
+                "its cut have probability 0, so no unbiased weight exists; use policy='rank', 'random' or "
+                "HistoryPercentile(min_prob=0.05)"
+            )
+        self.policy.bind(PolicyOptions(self.keep, self.keep_given, self.return_weights, id_key, device))
+        # Fixed per engine, so decided here rather than per SB step:
+        policy_type = type(self.policy)
+        self._adjusts = policy_type.adjust is not SelectionPolicy.adjust or "adjust" in vars(self.policy)
+        self._seeded = scorer.score_mode == "train" or self._adjusts  # else the seed is never read
+        self._trusted = policy_type in (TopK, RandomK, RankWeighted)  # built-ins keep their declared contract
+
+    def ids(self, batch: Any) -> Any:
+        """The per-sample ids at ``id_key``, or None without one."""
+        if self.id_key is None:
+            return None
+        if callable(self.id_key):
+            return self.id_key(batch)
+        try:
+            return batch[self.id_key]
+        except (KeyError, IndexError, TypeError):
+            found = sorted(map(str, batch)) if isinstance(batch, Mapping) else f"{type(batch).__name__}"
+            raise ValueError(
+                f"id_key={self.id_key!r} is not in the batch ({found}); pass the key of the id field"
+            ) from None
+
+    @property
+    def reads_ids(self) -> bool:
+        """Whether a step needs the batch's ids (an ``id_key`` is set): read before the device move, for free."""
+        return self.id_key is not None
+
+    @property
+    def cache_unit(self) -> str | None:
+        """The cache's unit of age (``"epoch"`` or ``"step"``), or None without a cache."""
+        return None if self.cache is None else self.cache.unit
+
+    def probe_scorer(self, step: int) -> tuple[Callable[[Any], tuple[Any, Any]], Callable[..., torch.Tensor]]:
+        """``(split, score)`` for scoring a batch that is yielded whole at loader batch ``step`` (``keep="auto"``'s
+        probes): ``score(inputs, targets, n)`` runs the scoring pass with dropout seeded as an SB step's."""
+        seed = dropout_seed(self.generator.initial_seed(), step)
+
+        def score(inputs: Any, targets: Any, n: int) -> torch.Tensor:
+            return self.scorer(self.model, inputs, targets, n, self.device, seed)
+
+        return self.split, score
+
+    def __call__(self, batch: Any, n: int, ids: Any, now: int, step: int, keep: float | None = None) -> Kept:
+        """Select from ``batch`` (``n`` samples on the scoring device; ``ids`` read before the move), keeping the
+        share ``keep`` (default: the step's own ``keep``)."""
+        keep = self.keep if keep is None else keep
+        self.tracker.sb_steps += 1
+        inputs, targets = self.split(batch)  # the default split takes an (x, y, ...) batch apart at once
+        seed = None
+        if self._seeded:  # train-mode dropout, or a policy that may score again: a stream of this step's own
+            seed = dropout_seed(self.generator.initial_seed(), step)
+        losses = self._score(inputs, targets, n, ids, now, seed)
+        if self._adjusts:
+            context = ScoreContext(
+                inputs, targets, ids, n, self.device,
+                score=lambda other: self.scorer(other, inputs, targets, n, self.device, seed),
+            )  # fmt: skip
+            scores = self.policy.adjust(losses, context)
+        else:
+            scores = losses  # SelectionPolicy.adjust is the identity
+        ranked = scores
+        candidates, scores = self._screen(scores, step)
+        population = None
+        if self.lockstep is not None and self.sync == "global" and self.policy.uses_population:
+            population = self.lockstep.gather(scores)  # on every rank, even one with no candidate left
+        if candidates is not None:
+            losses = losses.index_select(0, candidates)
+        count = scores.shape[0]
+        if count == 0:  # every loss was non-finite and nan_policy='drop'
+            nothing = torch.empty(0, dtype=torch.long, device=self.device)
+            ratio = nothing.to(torch.float32) if self.return_weights else None
+            return Kept(_batch.select(batch, nothing), 0, ratio, 0, 1.0, ranked)
+        if population is None:
+            selection = self.policy.select(scores, keep, self.generator)
+        else:
+            selection = self.policy.select_global(scores, keep, self.generator, *population)
+        if not self._trusted:
+            self._check_contract(selection, count, keep)
+        self.tracker.record_selection(losses, selection.index)
+        index = selection.index if candidates is None else candidates.index_select(0, selection.index)
+        ratio = None if selection.prob is None or not self.return_weights else selection.expected / selection.prob
+        subset = _batch.select(batch, index)
+        return Kept(subset, index.shape[0], ratio, count, selection.expected, ranked)
+
+    def _check_contract(self, selection: Any, n: int, keep: float) -> None:
+        """Hold a policy to what it declared (host-side shapes only: no synchronisation)."""
+        if self.return_weights and selection.prob is None:
+            raise TypeError(
+                f"return_weights=True needs each kept sample's inclusion probability, but {self.policy!r} returned "
+                "Selection.prob=None although it declares weighted=True: return the probabilities in "
+                "Selection(index, prob, expected), or declare weighted = False"
+            )
+        if self.policy.fixed_count and selection.index.shape[0] != keep_count(keep, n):
+            raise ValueError(
+                f"{self.policy!r} declares fixed_count=True but kept {selection.index.shape[0]} of {n} samples, not "
+                f"keep_count(keep={keep}, {n}) = {keep_count(keep, n)}: declare fixed_count = False for a "
+                "policy whose count varies (ranks under torch.distributed agree on batch counts through it)"
+            )
+
+    def _score(self, inputs: Any, targets: Any, n: int, ids: Any, now: int, seed: int | None) -> torch.Tensor:
+        """Per-sample losses of the live model: scored, or taken from the cache where still fresh.
+
+        With a cache, the stale samples are scored in a bucket of a few fixed sizes (:func:`~sbdata.cache.bucket_size`)
+        filled up with the batch's stalest fresh samples; which ones is known on the host, so nothing waits.
+        """
+        if self.cache is None:
+            self.tracker.samples_scored += n
+            return self.scorer(self.model, inputs, targets, n, self.device, seed)
+        known = self.cache.lookup(ids, now)
+        count = known.count
+        self.tracker.samples_scored += count
+        self.tracker.samples_reused += n - count
+        if count == 0 and self.lockstep is None:  # in lockstep every rank scores, if only zero samples (FSDP)
+            return known.losses
+        if count == n:
+            fresh = self.scorer(self.model, inputs, targets, n, self.device, seed)
+            self.cache.store(known, fresh, now)
+            return fresh
+        sub_inputs, sub_targets = _batch.select(inputs, known.positions), _batch.select(targets, known.positions)
+        fresh = self.scorer(self.model, sub_inputs, sub_targets, count, self.device, seed)
+        self.cache.store(known, fresh, now)
+        return known.losses.to(fresh.dtype).index_copy(0, known.positions, fresh)  # cached: float32
+
+    def _screen(self, scores: torch.Tensor, step: int) -> tuple[torch.Tensor | None, torch.Tensor]:
+        if self.nan_policy == "keep":
+            if scores.is_floating_point():  # NaN and -inf become +inf, the hardest, as the where() below: one op
+                return None, torch.nan_to_num(scores, nan=torch.inf, posinf=torch.inf, neginf=torch.inf)
+            return None, torch.where(torch.isfinite(scores), scores, torch.inf)
+        if self.nan_policy == "drop":
+            candidates = torch.nonzero(torch.isfinite(scores)).squeeze(1)  # the count varies: one synchronisation
+            return candidates, scores.index_select(0, candidates)
+        self.finite_check.add(scores, step)  # read once it reaches the host: no synchronisation
+        return None, scores
+
+    def settle(self) -> None:
+        """Report anything still in flight: a non-finite loss of an SB step whose flag has not been read yet."""
+        self.finite_check.settle()
+
+    def settle_cache(self) -> None:
+        """Apply the cache's observations whose ids are still in flight (one read; nothing without a cache)."""
+        if self.cache is not None:
+            self.cache.settle()
+
+    def observe(self, batch: Any, losses: torch.Tensor, now: int) -> None:
+        """Record per-sample training losses of a yielded ``batch`` into the cache (detached, no sync); refused
+        unless ``score="loss"`` (the cache holds the scores)."""
+        if self.cache is None:
+            raise ValueError("observe() records losses into a LossCache: pass cache=LossCache(...) to the loader")
+        if self.scorer.score != "loss":
+            raise ValueError(
+                f"observe() records training losses, but this loader scores by score={self.scorer.score!r} and its "
+                "LossCache holds those scores, which losses would mix with: leave observe() out (the cache reuses "
+                "the scores until they are stale), or score by loss (score='loss')"
+            )
+        if not isinstance(losses, torch.Tensor) or losses.dim() != 1:
+            shape = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses).__name__
+            raise ValueError(f"observe needs per-sample losses of shape (B,), got {shape}: use reduction='none'")
+        n = _batch.batch_size(batch)
+        if losses.shape[0] != n:
+            raise ValueError(f"observe got {losses.shape[0]} losses for a batch of {n} samples")
+        self.cache.observe(self.ids(batch), losses, now)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The generator's, the policy's and the cache's state (after reporting any non-finite loss in flight)."""
+        self.settle()
+        return {
+            "generator": self.generator.get_state(),
+            "policy": self.policy.state_dict(),
+            "cache": None if self.cache is None else self.cache.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if (state["cache"] is None) != (self.cache is None):
+            raise ValueError("state was saved with a different cache setting (with vs without a LossCache)")
+        self.generator.set_state(state["generator"])
+        self.policy.load_state_dict(state["policy"])
+        if self.cache is not None:
+            self.cache.load_state_dict(state["cache"])

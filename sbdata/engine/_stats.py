@@ -1,0 +1,199 @@
+"""Running statistics of a selection engine, cheap to update every step."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["LAZY_STEPS", "SBStats", "StatsTracker"]
+
+LAZY_STEPS = 16  # SB steps whose loss sums are added up in one go
+
+
+@dataclass(frozen=True)
+class SBStats:
+    """A snapshot of what an engine has done since it was built (or since the state it was loaded from).
+
+    Attributes:
+        steps: loader batches consumed.
+        sb_steps: of those, batches on which selection ran.
+        samples_seen: samples in the consumed loader batches.
+        samples_scored: samples that went through the scoring forward.
+        samples_reused: samples of SB steps whose loss came from the cache instead of a forward.
+        samples_kept: samples selection kept on SB steps.
+        samples_yielded: samples handed to the training loop (plain batches whole, plus kept samples emitted).
+        mean_loss_kept: mean scoring loss of the kept samples with a finite loss (nan before there is one).
+        mean_loss_dropped: mean scoring loss of the dropped samples with a finite loss (nan before there is one).
+            Non-finite losses (kept as the hardest under ``nan_policy="keep"``) are left out of both means and their
+            counts, so one NaN does not make the means NaN for the rest of the run.
+        scoring_seconds: host wall-clock seconds spent in scoring and selection. On an accelerator this is launch
+            time, not device time, since no synchronisation is forced.
+        auto_on: with ``keep="auto"``, whether selection is on now (False otherwise).
+        auto_on_share: share of the loader batches the schedule selects on that were selected (nan without auto).
+        auto_keep: the share kept now (1.0 while off; nan without auto).
+        auto_tau: the smoothed variance-reduction factor of the scores (nan before the first read).
+        auto_score_share: the scoring pass's predicted share of an SB step's seconds (nan before a decision).
+        auto_speedup: the predicted speed-up of selection at the best share (nan before a decision).
+        auto_decisions: ``(step, on, keep, tau, speedup)`` at each of the last decisions (bounded).
+        auto_reason: while off, why, in numbers ("" otherwise).
+    """
+
+    steps: int
+    sb_steps: int
+    samples_seen: int
+    samples_scored: int
+    samples_reused: int
+    samples_kept: int
+    samples_yielded: int
+    mean_loss_kept: float
+    mean_loss_dropped: float
+    scoring_seconds: float
+    auto_on: bool = False
+    auto_on_share: float = math.nan
+    auto_keep: float = math.nan
+    auto_tau: float = math.nan
+    auto_score_share: float = math.nan
+    auto_speedup: float = math.nan
+    auto_decisions: tuple[tuple[float, ...], ...] = ()
+    auto_reason: str = ""
+
+    @property
+    def backprop_fraction(self) -> float:
+        """Share of the samples seen that reached the training loop (1.0 without selection)."""
+        return self.samples_yielded / self.samples_seen if self.samples_seen else math.nan
+
+    def postfix(self) -> dict[str, str]:
+        """Short strings for a progress bar, e.g. ``tqdm.set_postfix(loader.stats.postfix())``; with ``keep="auto"``
+        also whether selection is on (and at which share), ``tau`` and the predicted speed-up."""
+        shown = {
+            "bp": f"{self.backprop_fraction:.2f}",
+            "kept_loss": f"{self.mean_loss_kept:.3f}",
+            "dropped_loss": f"{self.mean_loss_dropped:.3f}",
+        }
+        if not math.isnan(self.auto_on_share):
+            shown["auto"] = f"on {self.auto_keep:.2f}" if self.auto_on else "off"
+            shown["tau"] = f"{self.auto_tau:.2f}"
+            shown["x"] = f"{self.auto_speedup:.2f}"
+        return shown
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "backprop_fraction": self.backprop_fraction}
+
+
+class StatsTracker:
+    """Counters on the host and loss sums on the scoring device: updating never synchronises.
+
+    Reading :meth:`snapshot` moves two numbers to the host (one synchronisation, at the reader's choice).
+    """
+
+    _COUNTERS = (
+        "steps",
+        "sb_steps",
+        "samples_seen",
+        "samples_scored",
+        "samples_reused",
+        "samples_kept",
+        "samples_yielded",
+    )
+
+    def __init__(self) -> None:
+        self.steps = self.sb_steps = 0
+        self.samples_seen = self.samples_scored = self.samples_reused = self.samples_kept = self.samples_yielded = 0
+        self.scoring_seconds = 0.0
+        self._candidates = 0  # samples selection ranked (finite ones under nan_policy='drop')
+        # finite losses only: [kept sum, all sum, kept count, all count], float64 on the scoring device
+        self._loss_sums: torch.Tensor | None = None
+        self._unsummed: list[tuple[torch.Tensor, torch.Tensor]] = []  # (losses, kept index) of steps not yet summed
+
+    def record_selection(self, losses: torch.Tensor, index: torch.Tensor) -> None:
+        """Count one SB step's selection; its loss sums are added up lazily, ``LAZY_STEPS`` steps at a time."""
+        self._unsummed.append((losses, index))
+        if len(self._unsummed) >= LAZY_STEPS:
+            self._sum()
+        self.samples_kept += index.shape[0]
+        self._candidates += losses.shape[0]
+
+    def _sum(self) -> None:
+        """Add the finite loss sums and counts of the steps recorded since the last call (device ops, no sync)."""
+        if not self._unsummed:
+            return
+        steps, self._unsummed = self._unsummed, []
+        losses, indices = [losses for losses, _ in steps], [index for _, index in steps]
+        head, first = losses[0], indices[0]
+        if (
+            head.is_floating_point()
+            and all(x.shape == head.shape and x.dtype == head.dtype for x in losses)
+            and all(i.shape == first.shape and i.dtype == torch.int64 for i in indices)
+        ):  # the unpooled fixed-count path: one (steps, N) table, the kept ones gathered from it in one op
+            every = torch.stack(losses)
+            kept_at = torch.stack(indices)
+            every_finite = torch.isfinite(every)
+            every_clean = torch.nan_to_num(every, nan=0.0, posinf=0.0, neginf=0.0)
+            kept_finite, kept_clean = every_finite.gather(1, kept_at), every_clean.gather(1, kept_at)
+        else:
+            kept = torch.cat([losses.index_select(0, index) for losses, index in steps])
+            every = torch.cat(losses)
+            kept_finite, every_finite = torch.isfinite(kept), torch.isfinite(every)
+            kept_clean, every_clean = torch.where(kept_finite, kept, 0), torch.where(every_finite, every, 0)
+        sums = torch.stack(
+            [
+                kept_clean.sum(dtype=torch.float64),
+                every_clean.sum(dtype=torch.float64),
+                kept_finite.sum(dtype=torch.float64),
+                every_finite.sum(dtype=torch.float64),
+            ]
+        )
+        if self._loss_sums is None:
+            self._loss_sums = sums
+        else:
+            self._loss_sums = self._loss_sums + sums.to(self._loss_sums.device)  # not in place: see counters()
+
+    def counters(self) -> tuple[Any, ...]:
+        """Everything a batch adds, to put back with :meth:`restore_counters` if processing it fails (once per SB
+        step, so spelt out: the unsummed list is kept by reference with its length, since :meth:`_sum` replaces it
+        rather than emptying it and :meth:`record_selection` only appends)."""
+        unsummed = self._unsummed
+        return (
+            self.steps, self.sb_steps, self.samples_seen, self.samples_scored, self.samples_reused,
+            self.samples_kept, self.samples_yielded, self._candidates, self._loss_sums, unsummed, len(unsummed),
+        )  # fmt: skip
+
+    def restore_counters(self, saved: tuple[Any, ...]) -> None:
+        (
+            self.steps, self.sb_steps, self.samples_seen, self.samples_scored, self.samples_reused,
+            self.samples_kept, self.samples_yielded, self._candidates, self._loss_sums, unsummed, count,
+        ) = saved  # fmt: skip
+        del unsummed[count:]
+        self._unsummed = unsummed
+
+    def snapshot(self) -> SBStats:
+        self._sum()
+        kept_sum, all_sum, kept, seen = [0.0] * 4 if self._loss_sums is None else self._loss_sums.tolist()
+        dropped_sum = all_sum - kept_sum
+        dropped = seen - kept
+        return SBStats(
+            **{name: getattr(self, name) for name in self._COUNTERS},
+            mean_loss_kept=kept_sum / kept if kept else math.nan,
+            mean_loss_dropped=dropped_sum / dropped if dropped else math.nan,
+            scoring_seconds=self.scoring_seconds,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        self._sum()
+        state: dict[str, Any] = {name: getattr(self, name) for name in self._COUNTERS}
+        state["scoring_seconds"] = self.scoring_seconds
+        state["candidates"] = self._candidates
+        state["loss_sums"] = None if self._loss_sums is None else self._loss_sums.clone()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name in self._COUNTERS:
+            setattr(self, name, int(state[name]))
+        self.scoring_seconds = float(state["scoring_seconds"])
+        self._candidates = int(state["candidates"])
+        sums = state["loss_sums"]
+        self._loss_sums = None if sums is None else sums.clone()
+        self._unsummed = []

@@ -1,0 +1,108 @@
+"""The gain estimate's pure functions (sbdata/gain.py), against answers computed by hand."""
+
+import math
+
+import pytest
+import torch
+
+from sbdata.auto import (
+    CostTable,
+    best_keep,
+    effective_batch,
+    keep_grid,
+    pool_speedup,
+    score_sums,
+    shrink_speedup,
+    tau,
+    tau_from_sums,
+)
+
+FE = CostTable.forward_equivalents()  # score 1 per sample, train 3 per sample, no fixed costs
+
+
+@pytest.mark.parametrize(
+    "scores, expected",
+    [
+        ([1.0, 1.0, 1.0, 1.0], 1.0),  # flat: no gain
+        ([0.0, 0.0, 0.0, 4.0], 2.0),  # mean 1, mean square 4: sqrt(4) / 1
+        ([1.0, 3.0], math.sqrt(5) / 2),  # mean 2, mean square 5
+        ([0.0, 0.0, 0.0, 4.0, math.nan, math.inf, -math.inf], 2.0),  # non-finite scores left out
+        ([0.0, 0.0], 1.0),  # nothing to weigh: no gain
+        ([], 1.0),
+    ],
+)
+def test_tau_of_planted_scores(scores, expected):
+    assert tau(scores) == pytest.approx(expected)
+
+
+def test_tau_equals_katharopoulos_fleuret_form():
+    s = torch.rand(37, generator=torch.Generator().manual_seed(3), dtype=torch.float64) ** 3
+    g, u = s / s.sum(), 1.0 / len(s)
+    paper = 1.0 / math.sqrt(1.0 - float(((g - u) ** 2).sum() / (g**2).sum()))
+    assert tau(s) == pytest.approx(paper, rel=1e-9)
+
+
+def test_score_sums_stay_on_the_device_as_float64_and_clip_negatives():
+    sums = score_sums(torch.tensor([-1.0, 2.0, math.nan], dtype=torch.float32))
+    assert sums.dtype == torch.float64 and sums.tolist() == [2.0, 4.0, 2.0]  # -1 counts as 0, NaN not at all
+    assert tau_from_sums(*sums.tolist()) == pytest.approx(math.sqrt(2.0))
+
+
+def test_effective_batch():
+    assert effective_batch(16, 4, 2.0) == pytest.approx(8.0)  # 1 / (1/16 + 1/(4*4))
+    assert effective_batch(16, 16, 1.0) == pytest.approx(8.0)  # resampling a flat batch halves it
+
+
+def test_forward_equivalent_break_even_at_keep_quarter_is_tau_2_37():
+    low, high = 1.0, 5.0
+    for _ in range(60):  # bisection on the shrink layout, B = 400 so that k = 100 exactly
+        middle = (low + high) / 2
+        low, high = (middle, high) if shrink_speedup(middle, 0.25, 400, FE) < 1 else (low, middle)
+    assert low == pytest.approx(math.sqrt(5.6), abs=1e-6)  # 1 + 4/tau^2 = 12/7
+    assert round(low, 2) == 2.37
+
+
+def test_shrink_speedup_by_hand():
+    # tau 2, keep 0.5 of 16: progress 1/(1 + 16/(8*4)) = 2/3; seconds 48 / (16 + 24) = 1.2
+    assert shrink_speedup(2.0, 0.5, 16, FE) == pytest.approx(0.8)
+    # half the scores reused: 48 / (8 + 24) = 1.5
+    assert shrink_speedup(2.0, 0.5, 16, FE, reuse=0.5) == pytest.approx(1.0)
+
+
+def test_pool_speedup_by_hand():
+    # keep 0.25, 64 out of 256 candidates, tau 2: progress 1/(0.25 + 0.25) = 2; seconds 192 / (256 + 192)
+    assert pool_speedup(2.0, 0.25, 64, FE) == pytest.approx(2 * 192 / 448)
+    # candidates in loader batches of 32, with a fixed 8 s per scoring call: 8 calls of 8 + 32
+    costs = CostTable(score_per_sample=1.0, train_per_sample=3.0, score_fixed=8.0)
+    assert pool_speedup(2.0, 0.25, 64, costs, batch=32) == pytest.approx(2 * 192 / (8 * 40 + 192))
+
+
+def test_best_keep_on_planted_costs():
+    # FE, large B: speed-up = 3 a k / ((a k + 1)(1 + 3 k)), a = tau^2, maximal at k = 1 / (tau sqrt 3)
+    for keep in (0.2, 0.25, 0.4):
+        tau_ = 1 / (keep * math.sqrt(3))
+        best, speed = best_keep(tau_, FE, 400, min_keep=0.1, max_keep=0.9)
+        assert best == pytest.approx(keep)
+        assert speed == pytest.approx(shrink_speedup(tau_, keep, 400, FE))
+    # the range bounds the answer
+    assert best_keep(1 / (0.2 * math.sqrt(3)), FE, 400, min_keep=0.3)[0] == pytest.approx(0.3)
+
+
+def test_keep_grid_includes_both_ends():
+    assert keep_grid(0.1, 0.9) == pytest.approx([round(0.1 + 0.05 * i, 2) for i in range(17)])
+    assert keep_grid(0.12, 0.3) == pytest.approx([0.12, 0.15, 0.2, 0.25, 0.3])
+    assert keep_grid(0.5, 0.5) == [0.5]
+
+
+def test_cost_table_fit_and_checks():
+    table = CostTable.fit({64: 1 + 64 * 0.5, 256: 1 + 256 * 0.5}, {64: 2 + 64 * 2.0, 256: 2 + 256 * 2.0}, 0.25)
+    assert (table.score_fixed, table.score_per_sample) == pytest.approx((1.0, 0.5))
+    assert (table.train_fixed, table.train_per_sample, table.overhead) == pytest.approx((2.0, 2.0, 0.25))
+    one = CostTable.fit({32: 4.0}, {32: 8.0})  # one size: a line through the origin
+    assert (one.score(64), one.train(16)) == pytest.approx((8.0, 4.0))
+    with pytest.raises(ValueError, match=r"CostTable.score_fixed must be a finite number of seconds >= 0, got -1"):
+        CostTable(1.0, 1.0, score_fixed=-1)
+    with pytest.raises(ValueError, match="train_per_sample or train_fixed > 0"):
+        CostTable(1.0, 0.0)
+    with pytest.raises(ValueError, match="at least one score measurement"):
+        CostTable.fit({}, {1: 1.0})

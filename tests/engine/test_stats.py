@@ -1,0 +1,87 @@
+import math
+
+import pytest
+import torch
+
+from sbdata import SBLoader
+from sbdata.engine._stats import StatsTracker
+from tests.helpers import OracleModel, ce, ids_of, oracle_batch
+
+
+def test_snapshot_before_any_selection_has_nan_means():
+    stats = StatsTracker().snapshot()
+    assert stats.steps == 0 and math.isnan(stats.mean_loss_kept) and math.isnan(stats.mean_loss_dropped)
+    assert math.isnan(stats.backprop_fraction)
+
+
+def test_record_selection_and_state_round_trip():
+    tracker = StatsTracker()
+    tracker.samples_seen = tracker.samples_scored = 4
+    tracker.samples_yielded = 2
+    tracker.record_selection(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([2, 3]))
+    snap = tracker.snapshot()
+    assert snap.samples_kept == 2 and snap.mean_loss_kept == 3.5 and snap.mean_loss_dropped == 1.5
+    assert snap.backprop_fraction == 0.5
+    other = StatsTracker()
+    other.load_state_dict(tracker.state_dict())
+    assert other.snapshot() == snap
+    assert snap.as_dict()["backprop_fraction"] == 0.5
+    assert snap.postfix() == {"bp": "0.50", "kept_loss": "3.500", "dropped_loss": "1.500"}
+
+
+def test_non_finite_losses_are_left_out_of_the_means():
+    tracker = StatsTracker()
+    nan, inf = float("nan"), float("inf")
+    tracker.record_selection(torch.tensor([1.0, nan, 3.0, 4.0, inf]), torch.tensor([1, 3, 4]))  # kept: nan, 4, inf
+    tracker.record_selection(torch.tensor([2.0, 6.0]), torch.tensor([1]))
+    snap = tracker.snapshot()
+    assert snap.samples_kept == 4
+    assert snap.mean_loss_kept == (4.0 + 6.0) / 2 and snap.mean_loss_dropped == (1.0 + 3.0 + 2.0) / 3
+
+
+def test_nan_policy_keep_keeps_the_stats_finite_for_the_rest_of_the_run():
+    losses = [0.5, float("nan"), 2.0, 1.0, 0.25, 3.0, 1.5, 0.75]
+    batches = [oracle_batch(range(4)), oracle_batch(range(4, 8))]
+    sb = SBLoader(batches, OracleModel(losses), ce, keep=0.5, nan_policy="keep")
+    assert [ids_of(out) for out in sb] == [[1, 2], [5, 6]]  # the NaN sample is kept as the hardest
+    stats = sb.stats
+    # the oracle's losses are exact to float32 only (they come out of cross_entropy), hence approx
+    assert stats.mean_loss_kept == pytest.approx((2.0 + 3.0 + 1.5) / 3, rel=1e-6)
+    assert stats.mean_loss_dropped == pytest.approx((0.5 + 1.0 + 0.25 + 0.75) / 4, rel=1e-6)
+
+
+def test_lazily_summed_steps_match_the_step_by_step_sums():
+    """LAZY_STEPS steps of one shape are summed from one table, steps of mixed shapes one by one: same sums."""
+    from sbdata.engine import LAZY_STEPS
+
+    nan, inf = float("nan"), float("inf")
+    uniform = [(torch.tensor([1.0, nan, 3.0, 4.0 + s, inf]), torch.tensor([1, 3, 4])) for s in range(LAZY_STEPS)]
+    mixed = [*uniform[:-1], (torch.tensor([2.0, 6.0]), torch.tensor([1]))]
+    for steps in (uniform, mixed):
+        tracker = StatsTracker()
+        for losses, index in steps:
+            tracker.record_selection(losses, index)
+        assert tracker._unsummed == []  # summed in one go at LAZY_STEPS
+        kept = [v for losses, index in steps for v in losses[index].tolist() if math.isfinite(v)]
+        every = [v for losses, _ in steps for v in losses.tolist() if math.isfinite(v)]
+        dropped_sum, dropped = sum(every) - sum(kept), len(every) - len(kept)
+        snap = tracker.snapshot()
+        assert snap.mean_loss_kept == sum(kept) / len(kept)
+        assert snap.mean_loss_dropped == pytest.approx(dropped_sum / dropped, rel=1e-12)
+
+
+def test_restore_counters_undoes_a_step_that_summed_the_pending_ones():
+    """The snapshot taken before a batch restores the stats even when that batch triggered the lazy sum."""
+    from sbdata.engine import LAZY_STEPS
+
+    tracker, reference = StatsTracker(), StatsTracker()
+    for step in range(LAZY_STEPS - 1):
+        for each in (tracker, reference):
+            each.record_selection(torch.tensor([1.0, 2.0 + step]), torch.tensor([1]))
+    saved = tracker.counters()
+    tracker.sb_steps += 1
+    tracker.record_selection(torch.tensor([100.0, 200.0]), torch.tensor([0]))  # sums every pending step
+    assert tracker._unsummed == [] and tracker._loss_sums is not None
+    tracker.restore_counters(saved)
+    assert len(tracker._unsummed) == LAZY_STEPS - 1 and tracker._loss_sums is None
+    assert tracker.snapshot() == reference.snapshot()

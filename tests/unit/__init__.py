@@ -1,1 +1,0 @@
-"""Unit tests: one file per sbdata module, oracle models with known per-sample losses."""
