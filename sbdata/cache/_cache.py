@@ -360,7 +360,7 @@ class LossCache:
 
     def record_entries(self, ids: torch.Tensor, losses: torch.Tensor, when: int) -> None:
         """Record entries read by :meth:`dense_entries` (this or another rank's cache), at the time it reported for
-        them: in the cache's own clock, which a warm start shifts (``PruningSampler`` merges ranks through this)."""
+        them: in the cache's own time, which a warm start shifts (``PruningSampler`` merges ranks through this)."""
         self.observe(ids, losses, when - self._origin, restamp=True)
 
     def __repr__(self) -> str:
@@ -374,8 +374,8 @@ class LossCache:
         """Dense layout only: copies of every sample's last loss and of when it was measured (-1: never), both
         ``(size,)`` on the cache's device (float32 and int32). One read for epoch-level decisions (pruning).
 
-        The times are in the cache's own clock (0 at the first run's start, never negative); record entries read
-        here back with :meth:`record_entries`, which takes that clock."""
+        The times are in the cache's own time (0 at the first run's start, never negative); record entries read
+        here back with :meth:`record_entries`, which takes that time."""
         if not isinstance(self._table, DenseTable):
             raise ValueError("dense_entries needs a dense LossCache (size=N); a keyed one has no index to read by")
         self._table.land(wait=True)  # observations whose ids are still on their way to the host

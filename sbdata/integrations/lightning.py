@@ -116,7 +116,7 @@ def sb_train_dataloader(
         trainer: the ``Trainer`` that fits.
         loader: the training ``DataLoader`` (or any iterable with ``len()``).
         loss_fn: per-sample loss; may come in ``options`` from a task's hooks (``**sbdata.tasks.causal_lm()``).
-        **options: options of :class:`~sbdata.SelectionEngine`; a :func:`trainer_schedule` is clocked by
+        **options: options of :class:`~sbdata.SelectionEngine`; a :func:`trainer_schedule` is driven by
             ``trainer.global_step / trainer.estimated_stepping_batches``.
 
     Raises:
