@@ -14,11 +14,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from sbdata import SBLoader
-from sbdata.auto import Auto
-
-from ._arms import OwnRecipe, Probe
-from ._harness import ShuffledBatches
+from benchmarks.harness._sb import Auto, SBLoader
+from benchmarks.harness.arms import OwnRecipe, Probe
+from benchmarks.harness.data import ShuffledBatches
 
 HISTORY = 100_000  # decisions kept by the auto arms: the whole run, for the decisions plot
 

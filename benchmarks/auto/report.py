@@ -21,8 +21,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ._harness import read_jsonl, write_results
-from ._report import at_cost, mean, reach, sd
+from benchmarks.harness.records import read_jsonl, write_results
+from benchmarks.harness.stats import at_cost, mean, reach, sd
 
 SUITES = ("cnn100k", "mlp100k", "noisy100k")
 AUTO_ARMS = ("auto", "auto-topk")  # the keep="auto" arms: on importance by gradnorm, and with every default
@@ -322,7 +322,7 @@ def plot_decisions(out: Path, records: dict[str, list[dict[str, Any]]]) -> Path 
 def report(out: Path, wall_seconds: float | None = None) -> dict[str, Any]:
     records = {name: read_jsonl(out / name / "runs.jsonl") for name in SUITES}
     records = {name: runs for name, runs in records.items() if runs}
-    timing_path = out / "timing" / "timing.json"
+    timing_path = out / "timing" / "summary.json"
     timing = json.loads(timing_path.read_text()) if timing_path.exists() else None
     summary: dict[str, Any] = {"suites": {name: suite_summary(runs) for name, runs in records.items()}}
     lm_runs = read_jsonl(out / "lm" / "runs.jsonl")
@@ -330,7 +330,9 @@ def report(out: Path, wall_seconds: float | None = None) -> dict[str, Any]:
     summary["timing"] = timing
     summary["targets"] = targets(summary, timing)
     summary["wall_seconds"] = wall_seconds
-    plot = plot_decisions(out, records)
+    dest = out / "report"  # the cross-suite report: summary.json, table.md, decisions.png
+    dest.mkdir(parents=True, exist_ok=True)
+    plot = plot_decisions(dest, records)
     summary["plot"] = None if plot is None else plot.name
-    write_results(out, "summary", summary, table(summary))
+    write_results(dest, summary, table(summary))
     return summary

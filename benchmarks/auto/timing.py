@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from sbdata import SBLoader
-from sbdata.auto import Auto
-from sbdata.gain import CostTable
-
-from ._harness import MODELS, RECIPES, dataset, write_results
-from ._timing import cpu_clock
+from benchmarks.harness._sb import Auto, CostTable, SBLoader
+from benchmarks.harness.data import dataset
+from benchmarks.harness.models import MODELS, RECIPES
+from benchmarks.harness.records import machine, write_results
+from benchmarks.harness.timing import alternated, cpu_clock, interleaved
 
 BLOCK, ROUNDS, WARMUP = 32, 41, 2
 OFF = CostTable(score_per_sample=1.0, train_per_sample=1.0)  # scoring as dear as training: selection never pays
@@ -59,8 +59,9 @@ class Stepper:
         self.optimizer.step()
 
 
-def timing(out: Path, *, smoke: bool = False) -> dict[str, Any]:
-    """Interleaved per-step seconds of a plain loop and of auto while off; writes ``<out>/timing/timing.json``."""
+def timing(out: Path, *, smoke: bool = False, info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Interleaved per-step seconds of a plain loop and of auto while off; writes ``<out>/timing/summary.json``
+    (``raw.json``: every block's seconds; ``machine.json``: the machine and the timing set-up ``info``)."""
     data = dataset(4096 if smoke else 20_000)
     x, y = data.x_train, data.y_train
     batches = [(x[i : i + 256], y[i : i + 256]) for i in range(0, len(x) - 255, 256)]
@@ -72,14 +73,18 @@ def timing(out: Path, *, smoke: bool = False) -> dict[str, Any]:
         "auto importance-gradnorm (off)": Stepper(batches, Auto(costs=OFF), **weighted),
     }
     rounds = 3 if smoke else ROUNDS
-    seconds: dict[str, list[float]] = {name: [] for name in arms}
-    for turn in range(WARMUP + rounds):
-        for name, stepper in arms.items() if turn % 2 == 0 else reversed(list(arms.items())):
+
+    def block(stepper: Stepper) -> Callable[[int], float]:
+        def run(_: int) -> float:
             started = cpu_clock()
             for _ in range(BLOCK):
                 stepper.step()
-            if turn >= WARMUP:
-                seconds[name].append((cpu_clock() - started) / BLOCK)
+            return (cpu_clock() - started) / BLOCK
+
+        return run
+
+    blocks = {name: block(stepper) for name, stepper in arms.items()}
+    seconds: dict[str, list[float]] = interleaved(blocks, rounds, warmup=WARMUP, order=alternated)
     medians = {name: statistics.median(values) for name, values in seconds.items()}
     stats = arms["auto (off)"].source.stats
     plain = seconds["plain loop"]
@@ -103,6 +108,7 @@ def timing(out: Path, *, smoke: bool = False) -> dict[str, Any]:
         + f"\nauto (off) / plain loop: {result['ratio']:.3f}; importance-gradnorm, weighted: "
         + f"{result['ratio_weighted']:.3f} (target <= 1.02; on-share {stats.auto_on_share:.2f})\n"
     )
-    write_results(out / "timing", "timing", result, table)
-    (out / "timing" / "timing_raw.json").write_text(json.dumps(seconds))
+    write_results(out / "timing", result, table)
+    (out / "timing" / "raw.json").write_text(json.dumps(seconds))
+    (out / "timing" / "machine.json").write_text(json.dumps({**machine(), **(info or {})}, indent=1))
     return result

@@ -1,17 +1,17 @@
 """Seconds of whole cached runs against fresh scoring, interleaved epoch by epoch: what a LossCache saves in time.
 
-Four arms of the benchmark recipe (``_harness.RECIPES``; top-k keep 0.25 on shrunk batches, always on) train side
+Four arms of the benchmark recipe (``harness.models.RECIPES``; top-k keep 0.25 on shrunk batches, always on) train side
 by side: scoring fresh on every step, a ``LossCache(staleness=2)``, the same cache fed by ``observe()``, and that
 with ``refresh="scored"`` (observed losses replace cached values but only scoring resets a sample's age). Each
 repeat trains every arm for ``--epochs`` epochs from the same initial weights and data order, running one epoch of
 each arm in turn (the order rotating), so that a load change on a shared machine hits every arm alike. The clock
-is the thread's CPU time (torch on one thread; glibc's allocator pinned: ``_timing.py``). Reported per arm: the
+is the thread's CPU time (torch on one thread; glibc's allocator pinned: ``harness/timing.py``). Reported per arm: the
 seconds of the whole run (median over repeats), its ratio to the fresh arm's and each observing arm's ratio to the
 cache without ``observe()`` (per repeat, then the median), scoring forwards, distinct scoring sizes and samples
 scored; and the cost model's prediction from the run's own mix of scoring sizes (``examples/costmodel.py``).
 
-    python -m benchmarks.cache_timing                  # ConvNet, MNIST-1D 20k, 14 epochs, 3 repeats: a few minutes
-    python -m benchmarks.cache_timing --smoke --out /tmp/cache   # seconds; what CI runs
+    python -m benchmarks cache_timing                  # ConvNet, MNIST-1D 20k, 14 epochs, 3 repeats: a few minutes
+    python -m benchmarks cache_timing --smoke --out /tmp/cache   # seconds; what CI runs
 """
 
 from __future__ import annotations
@@ -25,14 +25,16 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from benchmarks._arms import Arm
-from benchmarks._harness import MODELS, RECIPES, dataset, machine, one_cycle, write_results
-from benchmarks._timing import cpu_clock, setup
-from examples.costmodel import calibrate, sb_step_seconds
-from sbdata import keep_count
-from sbdata.cache import BUCKETS
+from benchmarks.harness._sb import BUCKETS, keep_count
+from benchmarks.harness.arms import Arm
+from benchmarks.harness.cost import calibrate, sb_step_seconds
+from benchmarks.harness.data import dataset
+from benchmarks.harness.models import MODELS, RECIPES
+from benchmarks.harness.records import machine, results_dir, write_results
+from benchmarks.harness.timing import cpu_clock, interleaved, setup
+from benchmarks.harness.train import one_cycle
 
-RESULTS = Path(__file__).resolve().parent / "results" / "cache_timing"
+RESULTS = results_dir("cache_timing")
 ARMS = {
     "fresh": Arm("fresh", policy="topk", keep=0.25),
     "cache-s2": Arm("cache-s2", policy="topk", keep=0.25, staleness=2),
@@ -88,10 +90,7 @@ class Run:
 
 def repeat(data, family: str, epochs: int, seed: int) -> dict:
     runs = {name: Run(arm, data, family, epochs, seed) for name, arm in ARMS.items()}
-    names = list(runs)
-    for epoch in range(epochs):
-        for name in names[epoch % len(names) :] + names[: epoch % len(names)]:
-            runs[name].train_epoch()
+    interleaved({name: (lambda _, run=run: run.train_epoch()) for name, run in runs.items()}, epochs)
     return {
         name: {
             "seconds": run.seconds,
@@ -181,11 +180,17 @@ def summarise(repeats: list[dict], predicted: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Run the cache_timing benchmark (see the module docstring); returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks cache_timing",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--family", default="cnn", choices=list(RECIPES))
     parser.add_argument("--samples", type=int, default=20_000)
     parser.add_argument("--epochs", type=int, default=14)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--suite", default="main", help="the suite's folder inside --out (default main)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 4 epochs, 1 repeat")
     args = parser.parse_args(argv)
@@ -203,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(), "timing": timing, "config": config, "buckets": BUCKETS, "repeats": repeats,
         "prediction": predicted, "summary": summarise(repeats, predicted),
     }  # fmt: skip
-    write_results(args.out, "cache_timing", results, table(results))
+    write_results(args.out / args.suite, results, table(results))
     return 0
 
 

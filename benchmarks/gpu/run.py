@@ -15,8 +15,8 @@ inside sbdata raises. The epoch's last ``next`` runs outside it (the end of an e
 still in flight, one synchronisation per epoch by design). Batches carry their sample ids as pinned CPU tensors, as
 a ``DataLoader(pin_memory=True)`` gives them.
 
-    python -m benchmarks.gpu                      # writes benchmarks/results/gpu/{gpu.json,table.md}
-    python -m benchmarks.gpu --smoke --out /tmp/gpu   # seconds, on the CPU if no GPU (what CI runs)
+    python -m benchmarks gpu                      # writes benchmarks/results/gpu/main/{summary.json,table.md}
+    python -m benchmarks gpu --smoke --out /tmp/gpu   # seconds, on the CPU if no GPU (what CI runs)
 """
 
 from __future__ import annotations
@@ -30,11 +30,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from benchmarks._harness import MODELS, dataset, machine, write_results
-from benchmarks._timing import setup
-from sbdata import LossCache, SBLoader, keep_count
+from benchmarks.harness._sb import LossCache, SBLoader, keep_count
+from benchmarks.harness.data import dataset
+from benchmarks.harness.models import MODELS
+from benchmarks.harness.records import machine, results_dir, write_results
+from benchmarks.harness.timing import interleaved, setup
 
-RESULTS = Path(__file__).resolve().parent / "results" / "gpu"
+RESULTS = results_dir("gpu")
 KEEP = 0.25
 
 
@@ -99,12 +101,11 @@ def synchronize(device: torch.device) -> None:
 def time_arms(width: int, batch: int, data, epochs: int, device: torch.device) -> dict:
     names = ["baseline", "small-batch", "sb-topk", "sb-cache-observe"]
     arms = {name: Arm(name, width, data, batch, device) for name in names}
+    blocks = {name: (lambda _, arm=arm: arm.epoch(device)) for name, arm in arms.items()}
+    interleaved(blocks, 1)  # warm-up (kernels, allocator); not counted
     for arm in arms.values():
-        arm.epoch(device)  # warm-up (kernels, allocator); not counted
         arm.seconds.clear()
-    for e in range(epochs):
-        for name in names[e % len(names) :] + names[: e % len(names)]:
-            arms[name].epoch(device)
+    interleaved(blocks, epochs)  # each epoch appends its seconds to its arm's
     base = statistics.median(arms["baseline"].seconds)
     out = {}
     for name, arm in arms.items():
@@ -175,11 +176,15 @@ def table(results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Run the gpu benchmark (see the module docstring); returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks gpu", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--samples", type=int, default=20_000, help="MNIST-1D samples, 80%% train (default 20000)")
     parser.add_argument("--epochs", type=int, default=6, help="timed epochs per arm (default 6)")
     parser.add_argument("--widths", type=int, nargs="*", default=[32, 256])
     parser.add_argument("--batches", type=int, nargs="*", default=[256, 1024])
+    parser.add_argument("--suite", default="main", help="the suite's folder inside --out (default main)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, width 8, batch 64")
     args = parser.parse_args(argv)
@@ -198,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"width {width} batch {batch}: {time.perf_counter() - started:.0f} s", flush=True)
     results["sync_check"] = sync_check(data, args.batches[0], device)
     results["seconds"] = time.perf_counter() - started
-    write_results(args.out, "gpu", results, table(results))
+    write_results(args.out / args.suite, results, table(results))
     return 0
 
 

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from sbdata import LossCache, LossHistory, ReducibleLoss, SBLoader, Schedule, keep_count
-
-from ._harness import MODELS, RECIPES, ShuffledBatches, train_epochs
+from ._sb import LossCache, LossHistory, PruningSampler, ReducibleLoss, SBLoader, Schedule, keep_count
+from .data import ShuffledBatches
+from .models import MODELS, RECIPES
+from .train import train_epochs
 
 
 def _inputs_targets(batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -46,14 +48,28 @@ class Probe:
         return steps + 1 if self.loader is None else self.loader.engine.step
 
     def scored(self) -> int:
-        return 0 if self.loader is None else self.loader.engine.tracker.samples_scored
+        return 0 if self.loader is None else self.loader.stats.samples_scored
 
     def reused(self) -> int:
         """Samples of SB steps whose loss came from a LossCache instead of a scoring forward."""
-        return 0 if self.loader is None else self.loader.engine.tracker.samples_reused
+        return 0 if self.loader is None else self.loader.stats.samples_reused
 
     def scoring_fe(self) -> float:
         return self.scored() * (self.pixel_ratio + self.extra_forwards)
+
+
+class SamplerObserver:
+    """``observe(batch, losses)`` for a run without SBLoader: the sampler records the losses into its cache; and
+    ``weights(batch)``, the sampler's loss weights. ``ids(batch)`` reads the batch's ids (default: its last field)."""
+
+    def __init__(self, sampler: PruningSampler, ids: Callable[[Any], torch.Tensor] = lambda batch: batch[-1]) -> None:
+        self.sampler, self.ids = sampler, ids
+
+    def observe(self, batch: Any, losses: torch.Tensor) -> None:
+        self.sampler.observe(self.ids(batch), losses)
+
+    def weights(self, batch: Any) -> torch.Tensor:
+        return self.sampler.weights(self.ids(batch))
 
 
 class OwnRecipe:

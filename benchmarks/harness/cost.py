@@ -1,11 +1,12 @@
-"""Seconds priced from interleaved step timings, shared by the benchmarks: what a step is (its *kind*, the key of a
-timing table) and what a run costs from those tables.
+"""The one cost model of the benchmarks: seconds priced from interleaved step timings, and the calibrated model.
 
-- :func:`step_kind` and :func:`suite_arm_seconds`: the time-to-accuracy suites, priced from ``throughput.py``'s
-  per-loader-batch timings (``results/throughput/throughput.json``);
-- :func:`pruning_run_seconds`: the pruning benchmark's runs, priced from ``_prune_timing.py``'s per-step timings.
-
-The calibrated cost model these tables feed is ``examples/costmodel.py``.
+- :func:`step_kind` and :func:`suite_arm_seconds`: the time-to-accuracy suites, priced from the throughput
+  benchmark's per-loader-batch timings (``results/throughput/main/summary.json``);
+- :func:`pruning_run_seconds`: the pruning benchmark's runs, priced from its per-step timings
+  (``results/pruning/timing/summary.json``);
+- the calibrated cost model (:class:`Costs`, :func:`calibrate`, :func:`costs_from`, :func:`sb_step_seconds`) is
+  ``examples/costmodel.py``'s, imported from there (one definition, which the example prints with);
+- sbdata's own cost model (:class:`CostTable`, its pricing of a selection step) comes through ``_sb.py``.
 """
 
 from __future__ import annotations
@@ -13,10 +14,22 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._arms import Arm
-from ._suites import selecting
+from examples.costmodel import Costs, calibrate, costs_from, sb_step_seconds
 
-__all__ = ["pruning_run_seconds", "step_kind", "suite_arm_seconds"]
+from ._sb import CostTable
+from .arms import Arm
+from .suites import selecting
+
+__all__ = [
+    "CostTable",
+    "Costs",
+    "calibrate",
+    "costs_from",
+    "pruning_run_seconds",
+    "sb_step_seconds",
+    "step_kind",
+    "suite_arm_seconds",
+]
 
 
 def step_kind(arm) -> str:
@@ -30,7 +43,7 @@ def step_kind(arm) -> str:
 
 
 def suite_arm_seconds(arm: Arm, timing: dict[str, dict], train_samples: int, batch: int) -> tuple[float, float]:
-    """(seconds per epoch, seconds up front) of ``arm`` from interleaved per-loader-batch timings (``throughput.py``).
+    """(seconds per epoch, seconds up front) of ``arm`` from interleaved per-loader-batch timings (throughput).
 
     An epoch mixes plain steps at batch B and the arm's selection steps in the share its schedule gives; the
     reducible arm trains on the data left after its hold-out and first trains its irreducible model plainly.
@@ -50,7 +63,7 @@ def suite_arm_seconds(arm: Arm, timing: dict[str, dict], train_samples: int, bat
 
 
 def pruning_run_seconds(record: dict[str, Any], timing_: dict[str, Any], n: int) -> float:
-    """A pruning benchmark run's seconds from the interleaved step times of ``_prune_timing.py``: its loaded batches
+    """A pruning benchmark run's seconds from the interleaved step times of ``pruning/timing.py``: its loaded batches
     at the plain, pruning or SB step's seconds, plus the sampler's decisions."""
     cfg = record["config"]
     b = cfg["batch"]

@@ -1,7 +1,7 @@
 """Arms of the language-model benchmark: the plain baseline at any (batch, LR), sbdata's selection in both layouts,
 its controls, the loss cache with ``observe()``, ``ReducibleLoss`` and ``PruningSampler``.
 
-Every arm trains the same :class:`~benchmarks._lm_data.ByteLM` on dict batches ``{"input_ids": (B, T) long,
+Every arm trains the same :class:`~benchmarks.harness.lm.ByteLM` on dict batches ``{"input_ids": (B, T) long,
 "ids": (B,) long}`` (ids index the regime's pool of chunks), with per-sequence losses from
 ``sbdata.adapters.causal_lm()`` (mean next-byte cross-entropy over the sequence). Layouts of selection arms:
 
@@ -9,7 +9,7 @@ Every arm trains the same :class:`~benchmarks._lm_data.ByteLM` on dict batches `
   of compute);
 - *fixed*: loader batch B as well, the kept sequences pooled into batches of exactly B (``batch_size=B``), so the
   optimizer always sees the tuned batch and each of its batches costs about ``B / keep`` scoring forwards (the
-  MNIST-1D benchmarks' fixed layout, ``_arms.py``).
+  MNIST-1D benchmarks' fixed layout, ``harness/arms.py``).
 """
 
 from __future__ import annotations
@@ -21,10 +21,8 @@ from typing import Any
 
 import torch
 
-from sbdata import Auto, LossCache, PruningSampler, ReducibleLoss, SBLoader
-from sbdata.adapters import causal_lm
-
-from ._prune_arms import SamplerObserver
+from ._sb import Auto, LossCache, PruningSampler, ReducibleLoss, SBLoader, causal_lm
+from .arms import SamplerObserver
 
 ADAPTER = causal_lm()
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
-from ._harness import one_cycle
-from ._lm_arms import LMArm, SequenceBatches, sequence_losses
-from ._lm_data import ByteLM, validation_loss
-from ._timing import cpu_clock
+from .lm import ByteLM, validation_loss
+from .lm_arms import LMArm, SequenceBatches, sequence_losses
+from .timing import cpu_clock
+from .train import one_cycle
 
 WEIGHT_DECAY = 0.01
 IRREDUCIBLE = {"width": 64, "layers": 1, "heads": 2}  # the small model that estimates irreducible losses
@@ -115,7 +115,7 @@ def train_run(
     seconds = upfront_seconds
 
     def fe() -> float:
-        scored = 0 if engine is None else engine.tracker.samples_scored
+        scored = 0 if engine is None else engine.stats.samples_scored
         return upfront_fe + scored * (1 + extra) + 3.0 * trained
 
     started = cpu_clock()
@@ -161,7 +161,7 @@ def train_run(
     if curve[-1]["steps"] != steps:
         curve.append(_point(model, validation, 1.0, fe(), seconds, trained, steps))
     final = curve[-1]
-    scored = 0 if engine is None else engine.tracker.samples_scored
+    scored = 0 if engine is None else engine.stats.samples_scored
     auto = None
     if engine is not None and engine.auto is not None:  # keep="auto": what the controller decided, for the report
         stats = engine.stats
@@ -181,7 +181,7 @@ def train_run(
         "steps": steps,
         "sequences_trained": trained,
         "sequences_scored": scored,
-        "sequences_reused": 0 if engine is None else engine.tracker.samples_reused,
+        "sequences_reused": 0 if engine is None else engine.stats.samples_reused,
         "epochs_read": round(source.progress, 4),
         "noisy_share": noisy_trained / max(1, trained),
         "data_noisy_share": float(noisy.float().mean()),

@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ._report import group
+from .stats import group
 
 STYLE = {"baseline": ("black", "-"), "baseline-small-batch": ("0.35", "--"), "random": ("0.55", ":")}
 NAMED = {  # the same colour for an arm in every suite

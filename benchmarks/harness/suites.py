@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ._arms import BASELINE, Arm, composer, sb, small_batch
+from .arms import BASELINE, Arm, composer, sb, small_batch
 
 FRACTIONS = (0.4, 0.7, 1.0)
 DEFAULT_BEST = {  # used when no sweep result exists

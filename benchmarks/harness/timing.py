@@ -1,4 +1,7 @@
-"""Timing hygiene shared by the benchmarks: a pinned allocator, one thread, and a CPU-time clock.
+"""Timing shared by the benchmarks: the one interleaved timing loop, a pinned allocator, one thread, a CPU clock.
+
+:func:`interleaved` runs every timed block once per round, the order rotating from round to round (:func:`rotated`),
+so that a load change on a shared machine hits every block alike; every timing benchmark times through it.
 
 glibc's ``malloc`` adapts as a process runs: buffers above ``M_MMAP_THRESHOLD`` (128 KiB at start) are mapped
 and unmapped on every call, page faults included, until a freed mapping raises the threshold; freed heap memory is
@@ -14,9 +17,12 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import time
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import torch
+
+T = TypeVar("T")
 
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -2, -3, -8
 PINNED = {  # mallopt parameter -> value
@@ -53,3 +59,47 @@ def cpu_clock() -> float:
     """This thread's CPU seconds: time spent waiting for a core on a shared machine does not count (with torch on
     one thread, the thread's CPU time is all the work). Use on CPU only; on a GPU, time wall-clock after a sync."""
     return time.thread_time()
+
+
+def rotated(items: Sequence[T], turn: int) -> list[T]:
+    """``items`` started at position ``turn`` (modulo its length) and wrapped around: one round's order."""
+    turn %= len(items)
+    return [*items[turn:], *items[:turn]]
+
+
+def alternated(items: Sequence[T], turn: int) -> list[T]:
+    """``items`` in order on even turns and reversed on odd ones (a two-arm comparison's ABBA order)."""
+    return list(items) if turn % 2 == 0 else list(reversed(items))
+
+
+def interleaved(
+    blocks: dict[str, Callable[[int], Any]],
+    rounds: int,
+    *,
+    warmup: int = 0,
+    order: Callable[[Sequence[str], int], list[str]] = rotated,
+    after_round: Callable[[int], None] | None = None,
+) -> dict[str, list[Any]]:
+    """The one interleaved timing loop: each round runs every block once, in ``order(names, round)``.
+
+    Args:
+        blocks: by name, a block of work called with the round's index (from 0, warm-up rounds included); what it
+            returns (its measured seconds, typically) is collected.
+        rounds: the measured rounds.
+        warmup: rounds run first whose returns are dropped (the round index counts them).
+        order: the round's order of the names; rotating by default.
+        after_round: called with the round's index after every round (more work timed in the same rounds).
+
+    Returns:
+        By name, what its block returned in each measured round.
+    """
+    names = list(blocks)
+    out: dict[str, list[Any]] = {name: [] for name in names}
+    for r in range(warmup + rounds):
+        for name in order(names, r):
+            value = blocks[name](r)
+            if r >= warmup:
+                out[name].append(value)
+        if after_round is not None:
+            after_round(r)
+    return out

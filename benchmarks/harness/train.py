@@ -1,6 +1,6 @@
 """Shared benchmark machinery: cached MNIST-1D, a seeded batch iterator, the LR recipe, and one training run.
 
-A *run* trains one arm (see ``_arms.py``) for a fixed number of epochs with its LR schedule annealed to the end
+A *run* trains one arm (see ``arms.py``) for a fixed number of epochs with its LR schedule annealed to the end
 of that budget, evaluates test accuracy at evenly spaced points of loader progress, and returns a JSON-ready
 dict: the curve (progress, forward-equivalents, seconds, accuracy) and the final numbers. Evaluation time is
 excluded from the seconds. Cost model (forward-equivalents, FE): a scoring forward counts 1 per sample times the
@@ -11,91 +11,17 @@ added up front.
 
 from __future__ import annotations
 
-import json
 import math
-import platform
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from examples.common import MODELS, Split, accuracy, load_mnist1d
+from examples.common import accuracy
 
-CACHE = Path(__file__).resolve().parent / ".cache"
-
-
-def mnist1d(num_samples: int, cache: Path | None = CACHE) -> Split:
-    """MNIST-1D (80/20 split) from ``examples/common.load_mnist1d``, cached as ``.npz`` (generation takes ~24 s)."""
-    path = None if cache is None else cache / f"mnist1d_{num_samples}_seed42.npz"
-    if path is not None and path.exists():
-        with np.load(path) as z:
-            return Split(*(torch.from_numpy(z[k]) for k in ("x_train", "y_train", "x_test", "y_test")))
-    split = load_mnist1d(num_samples)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(path, **{k: getattr(split, k).numpy() for k in ("x_train", "y_train", "x_test", "y_test")})
-    return split
-
-
-def flip_labels(y: torch.Tensor, fraction: float, seed: int, classes: int = 10) -> tuple[torch.Tensor, torch.Tensor]:
-    """Replace ``fraction`` of the labels by a different class, chosen uniformly; returns (labels, flipped mask)."""
-    g = torch.Generator().manual_seed(seed)
-    flipped = torch.rand(len(y), generator=g) < fraction
-    shift = torch.randint(1, classes, (len(y),), generator=g)
-    return torch.where(flipped, (y + shift) % classes, y), flipped
-
-
-@dataclass
-class Data:
-    """Training tensors (labels possibly noisy, with the clean ones kept to measure what selection trains on)
-    and the clean test set."""
-
-    x_train: torch.Tensor
-    y_train: torch.Tensor
-    x_test: torch.Tensor
-    y_test: torch.Tensor
-    y_clean: torch.Tensor | None = None
-
-    def fields(self, index: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
-        """The training fields a batch carries: (x, y) or (x, y, clean y), optionally at ``index``."""
-        out = (self.x_train, self.y_train) if self.y_clean is None else (self.x_train, self.y_train, self.y_clean)
-        return out if index is None else tuple(t[index] for t in out)
-
-
-def dataset(num_samples: int, noise: float = 0.0, noise_seed: int = 123, cache: Path | None = CACHE) -> Data:
-    """MNIST-1D, with ``noise`` of the training labels flipped (a fixed pattern, the same for every arm and seed)."""
-    split = mnist1d(num_samples, cache)
-    data = Data(split.x_train, split.y_train, split.x_test, split.y_test)
-    if noise:
-        data.y_train, _ = flip_labels(split.y_train, noise, noise_seed)
-        data.y_clean = split.y_train
-    return data
-
-
-class ShuffledBatches:
-    """Batches of tensors in a permutation fixed by ``(seed, epoch)`` alone, so that every arm sees the samples in
-    the same order whatever its batch size. Cheaper than a ``DataLoader`` over a ``TensorDataset``.
-    """
-
-    def __init__(self, tensors: tuple[torch.Tensor, ...], batch_size: int, seed: int) -> None:
-        self.tensors, self.batch_size, self.seed, self.epoch = tensors, batch_size, seed, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return math.ceil(len(self.tensors[0]) / self.batch_size)
-
-    def __iter__(self):
-        n = len(self.tensors[0])
-        perm = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed * 100_003 + self.epoch))
-        for i in range(0, n, self.batch_size):
-            idx = perm[i : i + self.batch_size]
-            yield tuple(t[idx] for t in self.tensors)
+from .data import Data
+from .models import MODELS, RECIPES
 
 
 def one_cycle(progress: float, max_lr: float, pct_start: float = 0.3) -> float:
@@ -106,13 +32,6 @@ def one_cycle(progress: float, max_lr: float, pct_start: float = 0.3) -> float:
         return initial + (max_lr - initial) * (1 - math.cos(math.pi * progress / pct_start)) / 2
     q = min(1.0, (progress - pct_start) / (1 - pct_start))
     return final + (max_lr - final) * (1 + math.cos(math.pi * q)) / 2
-
-
-RECIPES = {  # one fixed recipe per model family: AdamW, one-cycle LR keyed to loader progress, batch B
-    "cnn": {"lr": 3e-3, "weight_decay": 1e-4, "batch": 256},
-    "mlp": {"lr": 2e-3, "weight_decay": 1e-4, "batch": 256},
-    "gru": {"lr": 3e-3, "weight_decay": 1e-4, "batch": 256},
-}
 
 
 def train_epochs(model, batches, epochs: int, recipe: dict, progress=None) -> None:
@@ -214,43 +133,3 @@ def _point(model, split: Data, probe, progress: float, trained: int, seconds: fl
     fe = probe.upfront_fe + probe.scoring_fe() + 3 * trained
     acc = accuracy(model, split.x_test, split.y_test)
     return {"progress": round(progress, 4), "fe": fe, "seconds": round(seconds, 3), "accuracy": acc, "steps": steps}
-
-
-def machine() -> dict[str, Any]:
-    """What the numbers were measured on."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "logical_cpus": __import__("os").cpu_count(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "python": platform.python_version(),
-    }
-
-
-def append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    """Append one run's record (a crash loses at most the run in progress)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        f.write(json.dumps(record) + "\n")
-
-
-def write_results(out: Path, name: str, results: dict[str, Any], table: str) -> None:
-    """Write a timing script's ``<out>/<name>.json`` and ``<out>/table.md``, and print the table."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(results, indent=1))
-    (out / "table.md").write_text(table)
-    print(table)
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -13,7 +13,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ._harness import read_jsonl, write_results
+from benchmarks.harness.lm_suite import tuned
+from benchmarks.harness.records import read_jsonl, write_results
 
 MARGIN = 0.05  # nats/byte by which top-k must beat random
 PAIRS = [(f"topk-{k}-{layout}", f"random-{k}-{layout}") for k in (0.5, 0.25) for layout in ("shrink", "fixed")]
@@ -251,19 +252,6 @@ def tables(summary: dict[str, Any]) -> str:
             )
         lines.append("")
     return "\n".join(lines)
-
-
-def tuned(records: list[dict[str, Any]], regime: str) -> dict[str, Any] | None:
-    """The grid's best (batch, LR) for ``regime`` by final validation loss, its FE (the reference budget), and the
-    grid it came from; None before any grid point of ``regime`` has run."""
-    rows = [r for r in records if r["regime"] == regime]
-    if not rows:
-        return None
-    best = min(rows, key=lambda r: r["val_loss"])
-    batches = sorted({r["config"]["batch"] for r in rows})
-    lrs = sorted({r["config"]["lr"] for r in rows})
-    config = best["config"]
-    return {"batch": config["batch"], "lr": config["lr"], "fe": best["fe"], "batches": batches, "lrs": lrs}
 
 
 def tuning(records: list[dict[str, Any]], regime: str) -> dict[str, Any]:

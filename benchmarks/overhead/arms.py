@@ -12,14 +12,13 @@ Where the torchdata node and the WebDataset stage plug in: :func:`optional_arms`
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sbdata import SBLoader, keep_count
+from benchmarks.harness._sb import SBLoader, has_nodes, has_wds, keep_count, sb_select, sb_selector
 
 Epoch = Callable[[], Iterator[tuple[torch.Tensor, torch.Tensor]]]
 Factory = Callable[[nn.Module, list, float], Epoch]
@@ -57,17 +56,13 @@ def nodes_arm(model: nn.Module, batches: list, keep: float) -> Epoch:  # pragma:
     """``sbdata.nodes.SBSelector`` over a torchdata ``IterableWrapper``, driven by ``torchdata.nodes.Loader``."""
     from torchdata.nodes import IterableWrapper, Loader
 
-    from sbdata.nodes import SBSelector
-
-    loader = Loader(SBSelector(IterableWrapper(batches), model, F.cross_entropy, keep=keep))
+    loader = Loader(sb_selector()(IterableWrapper(batches), model, F.cross_entropy, keep=keep))
     return lambda: iter(loader)
 
 
 def wds_arm(model: nn.Module, batches: list, keep: float) -> Epoch:  # pragma: no cover - needs sbdata.wds
     """``sbdata.wds.sb_select`` as a pipeline stage over an iterator of batches."""
-    from sbdata.wds import sb_select
-
-    stage = sb_select(model, F.cross_entropy, keep=keep)
+    stage = sb_select()(model, F.cross_entropy, keep=keep)
     return lambda: iter(stage(iter(batches)))
 
 
@@ -81,9 +76,9 @@ ARMS: dict[str, Factory] = {
 def optional_arms() -> dict[str, Factory]:
     """The front ends being written elsewhere: added here when their modules exist (PLUG-IN POINT)."""
     found: dict[str, Factory] = {}
-    if importlib.util.find_spec("sbdata.nodes") is not None and importlib.util.find_spec("torchdata") is not None:
+    if has_nodes():
         found["nodes.SBSelector"] = nodes_arm
-    if importlib.util.find_spec("sbdata.wds") is not None and importlib.util.find_spec("webdataset") is not None:
+    if has_wds():
         found["wds.sb_select"] = wds_arm
     return found
 

@@ -3,8 +3,8 @@ loop doing the same scoring forward, top-k selection and indexing inline, on the
 
 Exact commands (from the repository root, sbdata importable):
 
-    python -m benchmarks.overhead                  # tiny, mlp, cnn and cnn-wide models; about 12 minutes on 2 cores
-    python -m benchmarks.overhead --smoke --out /tmp/overhead   # seconds; what CI runs
+    python -m benchmarks overhead                  # tiny, mlp, cnn and cnn-wide models; about 12 minutes on 2 cores
+    python -m benchmarks overhead --smoke --out /tmp/overhead   # seconds; what CI runs
 
 Two modes per model: ``select`` times only scoring + selection + indexing (where overhead shows most), ``step``
 adds the training step on the selected batch (what a user's loop sees). Arms run in interleaved blocks of
@@ -12,7 +12,7 @@ adds the training step on the selected batch (what a user's loop sees). Arms run
 time is the median over rounds and the ratio is the median of the per-round paired ratios (min and max too).
 Noise-free counts per loader batch are also reported: aten operator calls (``TorchDispatchMode``), Python
 function calls (``sys.setprofile``) and model forward calls. Torch runs on one thread, glibc's allocator is pinned
-(``benchmarks/_timing.py``) and blocks are timed in thread CPU time (``--clock wall`` for wall-clock).
+(``benchmarks/harness/timing.py``) and blocks are timed in thread CPU time (``--clock wall`` for wall-clock).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -28,12 +29,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from benchmarks._harness import MODELS as FAMILIES
-from benchmarks._harness import machine, write_results
-from benchmarks._overhead_arms import all_arms
-from benchmarks._timing import cpu_clock, setup
+from benchmarks.harness.models import MODELS as FAMILIES
+from benchmarks.harness.records import machine, results_dir, write_results
+from benchmarks.harness.timing import cpu_clock, interleaved, setup
 
-RESULTS = Path(__file__).resolve().parent / "results" / "overhead"
+from .arms import all_arms
+
+RESULTS = results_dir("overhead")
 # The timer: this thread's CPU time, which time spent waiting for the core on a shared machine does not inflate
 # (torch runs on one thread here, so it is all the work); --clock wall switches to time.perf_counter.
 CLOCK = cpu_clock
@@ -110,11 +112,17 @@ def measure(name: str, *, batch: int, steps: int, rounds: int, keep: float, trai
             continue
         out["arms"][arm] = {"yielded_per_step": yielded / steps, "times": []}
     names = list(arms)
-    for r in range(rounds):
-        for arm in names[r % len(names) :] + names[: r % len(names)]:
+
+    def timed(arm: str) -> Callable[[int], float]:
+        def run(_: int) -> float:
             started = CLOCK()
             run_block(arms[arm], model, optimizer, train)
-            out["arms"][arm]["times"].append((CLOCK() - started) / steps)
+            return (CLOCK() - started) / steps
+
+        return run
+
+    for arm, times in interleaved({arm: timed(arm) for arm in names}, rounds).items():
+        out["arms"][arm]["times"].extend(times)
     reference = out["arms"]["hand-written"]["times"]
     for arm in names:
         row = out["arms"][arm]
@@ -151,12 +159,16 @@ def table(results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Run the overhead benchmark (see the module docstring); returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks overhead", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--batch", type=int, default=256, help="loader batch size (default 256)")
     parser.add_argument("--keep", type=float, default=0.33)
     parser.add_argument("--steps", type=int, default=40, help="loader batches per timed block (default 40)")
     parser.add_argument("--rounds", type=int, default=25, help="timed blocks per arm (default 25)")
+    parser.add_argument("--suite", default="main", help="the suite's folder inside --out (default main)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--smoke", action="store_true", help="seconds-long: tiny model, 3 steps, 2 rounds")
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu", help="thread CPU time (default) or wall")
@@ -176,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             results["models"][name][mode] = res
             ratio = res["arms"]["SBLoader"]["ratio_median"]
             print(f"{name:<9} {mode:<7} SBLoader / hand-written = {ratio:.3f}", flush=True)
-    write_results(args.out, "overhead", results, table(results))
+    write_results(args.out / args.suite, results, table(results))
     return 0
 
 

@@ -1,6 +1,6 @@
 """Arms of the pruning benchmark (issue 13): a baseline at any batch size and LR, and epoch-level pruning arms.
 
-Every arm here carries its own recipe (``batch``, ``lr``), which ``_harness.train_run`` merges over the family's
+Every arm here carries its own recipe (``batch``, ``lr``), which ``harness.train.train_run`` merges over the family's
 recipe, so the tuned baseline and every arm judged against it train at the tuned batch size and LR. Pruning arms
 draw each epoch's samples from a :class:`sbdata.PruningSampler` over a dense ``LossCache`` fed by the training
 step's own losses (``observe``); the kept low-loss samples' losses are rescaled by the sampler's weights.
@@ -15,17 +15,15 @@ step's own losses (``observe``); the kept low-loss samples' losses are rescaled 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from sbdata import LossCache, PruningSampler, SBLoader
-
-from ._arms import OwnRecipe, Probe
-from ._harness import ShuffledBatches
+from benchmarks.harness._sb import LossCache, PruningSampler, SBLoader
+from benchmarks.harness.arms import OwnRecipe, Probe, SamplerObserver
+from benchmarks.harness.data import ShuffledBatches
 
 
 class PrunedBatches:
@@ -79,20 +77,6 @@ class PruneProbe(Probe):
 
     def extra(self) -> dict[str, Any]:
         return {"samples_loaded": self.batches.loaded, "decision_seconds": self.batches.decision_seconds}
-
-
-class SamplerObserver:
-    """``observe(batch, losses)`` for a run without SBLoader: the sampler records the losses into its cache; and
-    ``weights(batch)``, the sampler's loss weights. ``ids(batch)`` reads the batch's ids (default: its last field)."""
-
-    def __init__(self, sampler: PruningSampler, ids: Callable[[Any], torch.Tensor] = lambda batch: batch[-1]) -> None:
-        self.sampler, self.ids = sampler, ids
-
-    def observe(self, batch: Any, losses: torch.Tensor) -> None:
-        self.sampler.observe(self.ids(batch), losses)
-
-    def weights(self, batch: Any) -> torch.Tensor:
-        return self.sampler.weights(self.ids(batch))
 
 
 class _NoScoring(PruneProbe):

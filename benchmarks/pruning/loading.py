@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from sbdata import LossCache, PruningSampler, with_index
+from benchmarks.harness._sb import LossCache, PruningSampler, with_index
 
 
 class Compressed(Dataset):

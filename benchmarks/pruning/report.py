@@ -1,6 +1,6 @@
 """The pruning benchmark's reading: plateau-aware tables, verdicts and the accuracy-against-seconds plot.
 
-Seconds are priced from interleaved step timing (``_prune_timing.py``).
+Seconds are priced from interleaved step timing (``timing.py``).
 
 Reading (plateau-aware). Target ``T``: the tuned baseline's final accuracy at the reference epochs (seed mean);
 ``T - sd``: the same minus one seed standard deviation. Per arm: seconds to ``T - sd`` and to ``T`` (linear
@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ._pricing import pruning_run_seconds
-from ._report import at_cost, group, mean, reach, sd
+from benchmarks.harness.cost import pruning_run_seconds
+from benchmarks.harness.stats import at_cost, group, mean, reach, sd
 
 EQUAL = (0.6, 0.72)  # seconds, as a share of the tuned baseline's, where accuracies are compared
 

@@ -2,19 +2,20 @@
 
 Stages (from the repository root; ``--worker I/N`` splits a stage among processes):
 
-    python -m benchmarks.pruning tune cnn100k     # batch {64,128,256} x LR {0.5,1,2}x recipe, 1 seed -> tuned.json
-    python -m benchmarks.pruning tune mlp100k
-    python -m benchmarks.pruning tune noisy100k
-    python -m benchmarks.pruning run cnn100k      # baseline-tuned, prune, prune-random, prune+sb, sb-cache, baseline
-    python -m benchmarks.pruning run mlp100k
-    python -m benchmarks.pruning run noisy100k
-    python -m benchmarks.pruning timing           # interleaved step timing: the seconds every table prices with
-    python -m benchmarks.pruning loading          # samples loaded and seconds per epoch, DataLoader with 2 workers
-    python -m benchmarks.pruning report           # tables, summary.json and plots from what was run
-    python -m benchmarks.pruning all --smoke --out /tmp/prune   # every stage in seconds: what CI runs
+    python -m benchmarks pruning tune cnn100k     # batch {64,128,256} x LR {0.5,1,2}x recipe, 1 seed -> tuned.json
+    python -m benchmarks pruning tune mlp100k
+    python -m benchmarks pruning tune noisy100k
+    python -m benchmarks pruning run cnn100k      # baseline-tuned, prune, prune-random, prune+sb, sb-cache, baseline
+    python -m benchmarks pruning run mlp100k
+    python -m benchmarks pruning run noisy100k
+    python -m benchmarks pruning timing           # interleaved step timing: the seconds every table prices with
+    python -m benchmarks pruning loading          # samples loaded and seconds per epoch, DataLoader with 2 workers
+    python -m benchmarks pruning report           # tables, summary.json and plots from what was run
+    python -m benchmarks pruning all --smoke --out /tmp/prune   # every stage in seconds: what CI runs
 
-Results go to ``<out>/prune-<suite>/`` (``runs.jsonl``, ``tuned.json``, ``summary.json``, ``table.md``, plot) and
-``<out>/prune-timing.json``.
+Results go to ``<out>/<suite>/`` (``runs.jsonl``, ``tuned.json``, ``summary.json``, ``table.md``, plot),
+``<out>/timing/summary.json`` and ``<out>/loading/summary.json`` (``<out>``: ``benchmarks/results/pruning`` by default).
+The suites' records keep their names ``prune-<suite>``.
 """
 
 from __future__ import annotations
@@ -27,13 +28,17 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import _prune_loading, _prune_report, _prune_timing
-from benchmarks._harness import RECIPES, read_jsonl
-from benchmarks._prune_arms import PruneArm, arms, grid
-from benchmarks._runs import run_suite
-from benchmarks._suites import Suite
+from benchmarks.harness.models import RECIPES
+from benchmarks.harness.records import read_jsonl, results_dir
+from benchmarks.harness.runs import run_suite
+from benchmarks.harness.suites import Suite
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from . import loading as _loading
+from . import report as _report
+from . import timing as _timing
+from .arms import PruneArm, arms, grid
+
+RESULTS = results_dir("pruning")
 SUITES = {  # name: (samples, family, label noise, reference epochs)
     "cnn100k": (100_000, "cnn", 0.0, 8),
     "mlp100k": (100_000, "mlp", 0.0, 16),
@@ -70,7 +75,7 @@ def best_recipe(records: list[dict]) -> dict:
     """The tuning grid's best (batch, LR) by final test accuracy (ties: larger batch, which is faster)."""
     tuned = [r for r in records if r["arm"].startswith("tune ")]
     if not tuned:
-        raise SystemExit("no tuning runs found: run `pruning.py tune <suite>` first")
+        raise SystemExit("no tuning runs found: run `python -m benchmarks pruning tune <suite>` first")
     best = max(tuned, key=lambda r: (r["accuracy"], r["config"]["batch"]))
     return {"batch": best["config"]["batch"], "lr": best["config"]["lr"], "accuracy": best["accuracy"]}
 
@@ -78,13 +83,13 @@ def best_recipe(records: list[dict]) -> dict:
 def run_arms_suite(name: str, out: Path, smoke: bool) -> Suite:
     samples, family, noise, reference = SUITES[name]
     tuned_on = TUNED_ON.get(name, name)
-    tuning = [r for r in read_jsonl(out / f"prune-{tuned_on}" / "runs.jsonl") if r["arm"].startswith("tune ")]
+    tuning = [r for r in read_jsonl(out / tuned_on / "runs.jsonl") if r["arm"].startswith("tune ")]
     expected = len(tune_suite(tuned_on, smoke).arms)
     if len(tuning) < expected:
         raise SystemExit(f"the tuning grid of {tuned_on} has {len(tuning)} of {expected} runs: run `tune` first")
     best = {**best_recipe(tuning), "tuned_on": tuned_on}
-    (out / f"prune-{name}").mkdir(parents=True, exist_ok=True)
-    (out / f"prune-{name}" / "tuned.json").write_text(json.dumps(best, indent=2))
+    (out / name).mkdir(parents=True, exist_ok=True)
+    (out / name / "tuned.json").write_text(json.dumps(best, indent=2))
     plan = BUDGETS[name]
     chosen = [a for a in arms(best) if a.name in plan]
     chosen.append(PruneArm("baseline", RECIPES[family]["batch"], RECIPES[family]["lr"]))
@@ -94,7 +99,10 @@ def run_arms_suite(name: str, out: Path, smoke: bool) -> Suite:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Run a stage of the pruning benchmark (see the module docstring); returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks pruning", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("stage", choices=["tune", "run", "timing", "loading", "report", "all"])
     parser.add_argument("suite", nargs="?", choices=sorted(SUITES), help="for tune and run")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -110,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         if stage == "tune":
             for name in names:
                 suite = tune_suite(name, args.smoke)
-                records = run_suite(suite, args.out / suite.name, worker=worker)
-                (args.out / suite.name / "tuned.json").write_text(json.dumps(best_recipe(records), indent=2))
+                records = run_suite(suite, args.out / name, worker=worker)
+                (args.out / name / "tuned.json").write_text(json.dumps(best_recipe(records), indent=2))
         elif stage == "run":
             for name in names:
                 suite = run_arms_suite(name, args.out, args.smoke)
@@ -121,30 +129,31 @@ def main(argv: list[str] | None = None) -> int:
                     step = replace(suite, seeds=(seed,), arms=[a for a in suite.arms if seed < counts[a.name]])
                     if args.smoke and seed > 0:
                         continue
-                    run_suite(step, args.out / suite.name, worker=worker)
+                    run_suite(step, args.out / name, worker=worker)
         elif stage == "timing":
             tuned: dict[str, list[int]] = {}
             for name in sorted(SUITES) if not args.smoke else ["cnn100k"]:
                 source = TUNED_ON.get(name, name)
-                records = read_jsonl(args.out / f"prune-{source}" / "runs.jsonl")
+                records = read_jsonl(args.out / source / "runs.jsonl")
                 family = SUITES[name][1]
                 tuned.setdefault(family, []).append(best_recipe(records)["batch"])
             lrs = {family: RECIPES[family]["lr"] for family in tuned}
-            _prune_timing.timing(args.out, tuned, lrs, smoke=args.smoke)
+            _timing.timing(args.out, tuned, lrs, smoke=args.smoke)
         elif stage == "loading":
             size = (2000, 256, 1) if args.smoke else (20_000, 4096, 3)
-            result = _prune_loading.loading(*size)
-            (args.out / "prune-loading.json").write_text(json.dumps(result, indent=2))
+            result = _loading.loading(*size)
+            (args.out / "loading").mkdir(parents=True, exist_ok=True)
+            (args.out / "loading" / "summary.json").write_text(json.dumps(result, indent=2))
         else:
-            timing_ = json.loads((args.out / "prune-timing.json").read_text())
+            timing_ = json.loads((args.out / "timing" / "summary.json").read_text())
             for name in names:
-                path = args.out / f"prune-{name}" / "runs.jsonl"
+                path = args.out / name / "runs.jsonl"
                 if not path.exists() or not any(r["arm"] == "baseline-tuned" for r in read_jsonl(path)):
                     continue
                 samples, _, _, reference = SUITES[name]
                 n = int(0.8 * (2000 if args.smoke else samples))
                 reference = 4 if args.smoke else reference
-                _prune_report.report(read_jsonl(path), timing_, args.out / f"prune-{name}", name, n, reference)
+                _report.report(read_jsonl(path), timing_, args.out / name, name, n, reference)
     return 0
 
 

@@ -14,16 +14,20 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from sbdata import LossCache, PruningSampler
+from benchmarks.harness._sb import LossCache, PruningSampler
+from benchmarks.harness.data import dataset
+from benchmarks.harness.models import MODELS
+from benchmarks.harness.records import machine
+from benchmarks.harness.timing import interleaved
 
-from ._harness import MODELS, dataset, machine
-from ._prune_arms import PruneArm
+from .arms import PruneArm
 
 
 def _stepper(arm: PruneArm, family: str, data, prefill: bool):
@@ -87,9 +91,24 @@ def sampler_seconds(n: int, batch: int, repeats: int) -> float:
     return max(0.0, statistics.median(trial(True) - trial(False) for _ in range(5)))
 
 
+def _timed(stepper: Iterator, block: dict[str, int], name: str, seconds_per_block: float) -> Callable[[int], float]:
+    """A timed block of ``block[name]`` steps; round 0 (the warm-up) sizes the block to ``seconds_per_block``."""
+
+    def run(round_: int) -> float:
+        started = time.perf_counter()
+        for _ in range(block[name]):
+            next(stepper)
+        per_step = (time.perf_counter() - started) / block[name]
+        if round_ == 0:
+            block[name] = max(2, round(seconds_per_block / per_step))
+        return per_step
+
+    return run
+
+
 def timing(out: Path, tuned: dict[str, list[int]], lrs: dict[str, float], smoke: bool = False) -> dict[str, Any]:
     """Median seconds per training step of every step kind, per model family, interleaved (blocks of about 0.25 s,
-    the order rotating every round); writes ``<out>/prune-timing.json``. ``tuned``: family -> the tuned batch sizes
+    the order rotating every round); writes ``<out>/timing/summary.json``. ``tuned``: family -> the tuned batch sizes
     of its suites."""
     rounds, seconds_per_block = (2, 0.0) if smoke else (12, 0.25)
     result: dict[str, Any] = {"machine": machine(), "rounds": rounds, "families": {}, "sampler_seconds": {}}
@@ -99,20 +118,10 @@ def timing(out: Path, tuned: dict[str, list[int]], lrs: dict[str, float], smoke:
         steppers = {name: _stepper(arm, family, data, prefill) for name, (arm, prefill) in kinds.items()}
         for stepper in steppers.values():  # build each run (model, loader, prefilled cache) outside the timing
             next(stepper)
-        times: dict[str, list[float]] = {name: [] for name in kinds}
         block = dict.fromkeys(kinds, 2 if smoke else 10)
-        names = list(kinds)
-        for round_ in range(rounds + 1):  # round 0 warms up and sizes the blocks
-            order = names[round_ % len(names) :] + names[: round_ % len(names)]
-            for name in order:
-                started = time.perf_counter()
-                for _ in range(block[name]):
-                    next(steppers[name])
-                per_step = (time.perf_counter() - started) / block[name]
-                if round_:
-                    times[name].append(per_step)
-                else:
-                    block[name] = max(2, round(seconds_per_block / per_step))
+
+        blocks = {name: _timed(steppers[name], block, name, seconds_per_block) for name in kinds}
+        times = interleaved(blocks, rounds, warmup=1)
         result["families"][family] = {
             name: {"seconds_per_step": statistics.median(values), "batch": kinds[name][0].batch, "block": block[name]}
             for name, values in times.items()
@@ -120,6 +129,6 @@ def timing(out: Path, tuned: dict[str, list[int]], lrs: dict[str, float], smoke:
         for b in sorted(set(batches)):
             n = len(data.y_train)
             result["sampler_seconds"][f"{family} b={b}"] = sampler_seconds(n, b, 20 if smoke else 2000)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "prune-timing.json").write_text(json.dumps(result, indent=2))
+    (out / "timing").mkdir(parents=True, exist_ok=True)
+    (out / "timing" / "summary.json").write_text(json.dumps(result, indent=2))
     return result

@@ -15,8 +15,8 @@ Shard layout: records of 256 samples, each record three ``.npy`` members written
 (inputs float32 (256, 40), labels int64, keys as a fixed-width unicode array): the workers read and decode
 records, the main process re-batches samples, as in the canonical WebDataset recipe.
 
-    python -m benchmarks.streaming            # full: 1,000,000 samples per pass, several minutes
-    python -m benchmarks.streaming --smoke    # seconds; what the tests run
+    python -m benchmarks streaming            # full: 1,000,000 samples per pass, several minutes
+    python -m benchmarks streaming --smoke    # seconds; what the tests run
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ import torch.nn.functional as F
 import webdataset as wds
 from torch import nn
 
-from sbdata.wds import sb_select
+from benchmarks.harness import _sb
+from benchmarks.harness.records import results_dir
+
+sb_select = _sb.sb_select()  # this benchmark needs WebDataset anyway
 
 FEATURES, CLASSES, RECORD = 40, 10, 256
 
@@ -121,9 +124,9 @@ def timed_pass(batches: Iterator, limit: int | None = None, probe=None, stage=No
     for count, (_x, _y, keys) in enumerate(itertools.islice(batches, limit)):
         yielded += len(keys)
         if probe is not None and count % 64 == 0:
-            probe(stage.engine.tracker.samples_seen if stage is not None else yielded)
+            probe(stage.engine.stats.samples_seen if stage is not None else yielded)
     seconds = time.perf_counter() - started
-    return seconds, stage.engine.tracker.samples_seen if stage is not None else yielded
+    return seconds, stage.engine.stats.samples_seen if stage is not None else yielded
 
 
 def rate(runs: list[tuple[float, int]]) -> dict[str, float]:
@@ -131,8 +134,9 @@ def rate(runs: list[tuple[float, int]]) -> dict[str, float]:
     return {"samples_per_s": statistics.median(rates), "min": min(rates), "max": max(rates), "repeats": len(rates)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    """Run the streaming benchmark (see the module docstring); returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks streaming", description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="Tiny sizes, seconds: for tests.")
     parser.add_argument("--samples", type=int, default=None, help="Samples per pass. Default 1,000,000 (smoke 4096).")
     parser.add_argument("--repeats", type=int, default=None, help="Timed passes per measurement. Default 3 (smoke 1).")
@@ -141,17 +145,22 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256, help="Batch size into the stage. Default 256.")
     parser.add_argument("--shuffle", type=int, default=1000, help="Shuffle buffer, samples. Default 1000.")
     parser.add_argument("--keep", type=float, default=0.5, help="sb_select keep. Default 0.5.")
-    parser.add_argument("--out", type=Path, default=None, help="JSON path. Default benchmarks/results/streaming.json.")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=results_dir("streaming"),
+        help="Results folder. Default benchmarks/results/streaming.",
+    )
+    parser.add_argument("--suite", default=None, help="The suite's folder inside --out. Default main (smoke: smoke).")
     parser.add_argument("--plot", action=argparse.BooleanOptionalAction, default=None, help="Write a PNG plot.")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     samples = args.samples or (4096 if args.smoke else 1_000_000)
     repeats = args.repeats or (1 if args.smoke else 3)
-    name = "streaming_smoke" if args.smoke else "streaming"
-    out = args.out or Path(__file__).resolve().parent / "results" / f"{name}.json"
+    out = args.out / (args.suite or ("smoke" if args.smoke else "main")) / "summary.json"
     plot = (not args.smoke) if args.plot is None else args.plot
     torch.set_num_threads(1)
     result: dict = {
-        "command": " ".join(["python", *sys.argv]),
+        "command": " ".join(["python -m benchmarks streaming", *(sys.argv[1:] if argv is None else argv)]),
         "config": {**{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "samples": samples},
         "machine": {"cpus": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version()},
     }
@@ -228,10 +237,11 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     if plot:
-        write_plot(result, out.with_suffix(".png"))
+        write_plot(result, out.parent / "streaming.png")
     summary = {k: round(v["samples_per_s"]) for k, v in result.items() if isinstance(v, dict) and "min" in v}
     mem = result["memory"]
     print(json.dumps({"samples_per_s": summary, "rss_mib": [mem["start"], mem["end"]], "json": str(out)}, indent=1))
+    return 0
 
 
 def write_plot(result: dict, path: Path) -> None:
@@ -260,4 +270,4 @@ def write_plot(result: dict, path: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

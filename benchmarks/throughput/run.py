@@ -4,19 +4,19 @@ The seconds of a whole training run on a shared machine swing by 2-5x with other
 measures what each arm's step costs side by side instead: for each model family it times every step kind of the
 time-to-accuracy arms (a plain step at batch B, a plain step at the small batch, and each arm's selection step
 with selection always on) in short interleaved blocks of loader batches, the order rotating every round, and
-keeps the median seconds per loader batch. ``time_to_accuracy.py report`` then prices each arm's
+keeps the median seconds per loader batch. ``python -m benchmarks time_to_accuracy report`` then prices each arm's
 epochs-to-target with these medians (an arm with a schedule mixes plain and selection steps in the share its
 window gives), next to the raw seconds of the runs.
 
-    python -m benchmarks.throughput                     # ConvNet and MLP; ~10 minutes on 2 shared cores
-    python -m benchmarks.throughput --smoke --out /tmp/throughput   # seconds; what CI runs
+    python -m benchmarks throughput                     # ConvNet and MLP; ~10 minutes on 2 shared cores
+    python -m benchmarks throughput --smoke --out /tmp/throughput   # seconds; what CI runs
 
 It also checks the calibrated cost model (``examples/costmodel.py``): in the same rounds as the step kinds (so that
 load changes hit both alike) it times, call by call, a data gather, a training step and a scoring forward at each
 batch size the arms use and each configuration's SB step without training, predicts every step kind's seconds, and
 writes predicted and measured side by side (``table.md``), with forward-equivalents per loader batch as the
 machine-free column. Timing hygiene: one torch thread, glibc's allocator pinned, thread CPU time as the clock
-(``_timing.py``).
+(``harness/timing.py``).
 """
 
 from __future__ import annotations
@@ -31,14 +31,15 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from benchmarks import _suites
-from benchmarks._harness import MODELS, RECIPES, dataset, machine, write_results
-from benchmarks._pricing import step_kind
-from benchmarks._timing import cpu_clock, setup
-from examples.costmodel import calibrate, costs_from, sb_step_seconds
-from sbdata import keep_count
+from benchmarks.harness import suites as _suites
+from benchmarks.harness._sb import keep_count
+from benchmarks.harness.cost import calibrate, costs_from, sb_step_seconds, step_kind
+from benchmarks.harness.data import dataset
+from benchmarks.harness.models import MODELS, RECIPES
+from benchmarks.harness.records import machine, results_dir, write_results
+from benchmarks.harness.timing import cpu_clock, interleaved, rotated, setup
 
-RESULTS = Path(__file__).resolve().parent / "results" / "throughput"
+RESULTS = results_dir("throughput")
 
 
 def kinds(family: str, best_path: Path | None) -> dict:
@@ -96,25 +97,26 @@ def measure(family: str, samples: int, block: int, rounds: int, best_path: Path 
     plain = [f"plain {size}" for size in sorted(sizes)]
     calls.update({name: calls[name.replace("plain", "train")] for name in plain})
     calibration: dict[str, list[float]] = {name: [] for name in calls}
-    names = list(arms)
-    for name in names:
+    for name in arms:
         run_block(name)  # warm-up
     for call in calls.values():
         call()
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            times[name].append(run_block(name))
+    order = [call for call in calls if call not in plain]
+
+    def calibrate_round(r: int) -> None:  # the cost model's calls, in the same rounds as the step kinds
         for call in plain:  # training steps back to back, as the plain arms run them
             started = cpu_clock()
             for _ in range(block):
                 calls[call]()
             calibration[call].append((cpu_clock() - started) / block)
-        order = [call for call in calls if call not in plain]
         for i in range(block):
-            for call in order[(r + i) % len(order) :] + order[: (r + i) % len(order)]:
+            for call in rotated(order, r + i):
                 started = cpu_clock()
                 calls[call]()
                 calibration[call].append(cpu_clock() - started)
+
+    blocks = {name: (lambda _, name=name: run_block(name)) for name in arms}
+    times.update(interleaved(blocks, rounds, after_round=calibrate_round))
     costs = costs_from({call: statistics.median(values) for call, values in calibration.items()}, batch)
     predicted = predict(costs, arms, batch)
     out = {}
@@ -206,11 +208,17 @@ def table(results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Run the throughput benchmark (see the module docstring); returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks throughput",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--families", nargs="*", default=["cnn", "mlp"])
     parser.add_argument("--block", type=int, default=24, help="loader batches per timed block (default 24)")
     parser.add_argument("--rounds", type=int, default=15, help="timed blocks per step kind (default 15)")
-    parser.add_argument("--best", type=Path, default=RESULTS.parent / "sweep" / "best.json")
+    parser.add_argument("--best", type=Path, default=results_dir("time_to_accuracy") / "sweep" / "best.json")
+    parser.add_argument("--suite", default="main", help="the suite's folder inside --out (default main)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 2 blocks of 2")
     args = parser.parse_args(argv)
@@ -225,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, r in results["families"][family]["steps"].items():
             measured, predicted = r["seconds_per_loader_batch"], r["predicted_seconds_per_loader_batch"]
             print(f"{family} {name:<40} {1e3 * measured:8.2f} ms measured, {1e3 * predicted:8.2f} predicted")
-    write_results(args.out, "throughput", results, table(results))
+    write_results(args.out / args.suite, results, table(results))
     return 0
 
 

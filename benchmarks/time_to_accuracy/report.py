@@ -6,11 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import _plots
-from ._arms import Arm
-from ._harness import RECIPES, read_jsonl
-from ._pricing import step_kind, suite_arm_seconds
-from ._report import at_cost, budget_curve, group, mean, paired_gap, reach, sd, summarise
+from benchmarks.harness import plots as _plots
+from benchmarks.harness.arms import Arm
+from benchmarks.harness.cost import step_kind, suite_arm_seconds
+from benchmarks.harness.models import RECIPES
+from benchmarks.harness.records import read_jsonl
+from benchmarks.harness.stats import at_cost, budget_curve, group, mean, paired_gap, reach, sd, summarise
 
 CONTROLS = ("baseline-small-batch", "random", "random-fixed")
 
@@ -150,7 +151,7 @@ def add_priced_seconds(summary: dict[str, Any], records: list[dict[str, Any]], t
 
 def write_suite(records: list[dict[str, Any]], out: Path) -> dict[str, Any]:
     summary = summarise(records)
-    add_priced_seconds(summary, records, out.parent / "throughput" / "throughput.json")
+    add_priced_seconds(summary, records, out.parents[1] / "throughput" / "main" / "summary.json")
     summary["gaps"] = {
         arm: {c: paired_gap(summary, arm, c) for c in CONTROLS if c in summary["arms"] and c != arm}
         for arm in summary["arms"]

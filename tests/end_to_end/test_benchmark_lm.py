@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks._lm_arms import LMArm, SequenceBatches, sequence_losses
-from benchmarks._lm_data import ByteLM, chunks_of, load_corpus, stdlib_files, validation_loss, zlib_ratios
-from benchmarks._lm_report import at, gap, reach
-from benchmarks.lm import tuned, widened
+from benchmarks.harness.lm import ByteLM, chunks_of, load_corpus, stdlib_files, validation_loss, zlib_ratios
+from benchmarks.harness.lm_arms import LMArm, SequenceBatches, sequence_losses
+from benchmarks.harness.lm_suite import tuned, widened
+from benchmarks.lm.report import at, gap, reach
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,7 +86,7 @@ def test_selection_layouts_yield_the_tuned_batch_or_keep_of_it(layout, sizes):
     loader, source, observer = LMArm("t", "topk", 0.25, layout).build(model, chunks, batch=4, seed=0, epochs=1)
     assert source.batch_size == 4 and observer is None
     assert [len(b["ids"]) for b in loader] == sizes
-    assert loader.engine.tracker.samples_scored == 64  # every sequence scored once, whatever the layout
+    assert loader.stats.samples_scored == 64  # every sequence scored once, whatever the layout
 
 
 def curve(*points):
@@ -116,9 +116,10 @@ def test_tuning_grid_widens_only_past_the_edge_holding_the_best():
 
 @pytest.mark.slow
 def test_lm_benchmark_smoke(tmp_path):
-    cmd = [sys.executable, "-m", "benchmarks.lm", "all", "--smoke", "--jobs", "1", "--out", str(tmp_path)]
+    cmd = [sys.executable, "-m", "benchmarks", "lm", "all", "--smoke", "--jobs", "1", "--out", str(tmp_path)]
     subprocess.run(cmd, cwd=ROOT, check=True, timeout=600, capture_output=True, text=True)
-    runs = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    out = tmp_path / "main"
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
     assert {r["regime"] for r in runs} == {"single-pass", "repeating"}
     assert {"prune-infobatch", "cache-s2-observe-0.5-shrink"} <= {r["arm"] for r in runs if r["regime"] == "repeating"}
     for r in runs:
@@ -126,12 +127,12 @@ def test_lm_benchmark_smoke(tmp_path):
         if not r["arm"].startswith(("prune", "reducible")):  # FE-metered: spends its budget, at most a step over
             step_fe = 4 * r["config"]["batch"]  # the most one step spends: every candidate scored (1) and trained (3)
             assert r["budget_fe"] <= r["fe"] < r["budget_fe"] + step_fe, r["arm"]
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
     repeating = summary["regimes"]["repeating"]
-    tune = [json.loads(line) for line in (tmp_path / "tune.jsonl").read_text().splitlines()]
+    tune = [json.loads(line) for line in (out / "tune.jsonl").read_text().splitlines()]
     assert all(r["budget_seconds"] is None and r["budget_fe"] == 240.0 for r in tune)  # tuned at equal FE: no clock
     assert repeating["tuning"]["batch"] in (4, 8)
     assert repeating["topk_vs_random"] and repeating["time_to_baseline"]
     assert next(r for r in repeating["time_to_baseline"] if r["arm"] == "baseline")["seconds_ratio"] == 1.0
     assert any(r["arm"] == "cache-s2-observe-0.5-shrink" and r["reused"] > 0 for r in repeating["arms"])
-    assert "Top-k against random" in (tmp_path / "table.md").read_text()
+    assert "Top-k against random" in (out / "table.md").read_text()

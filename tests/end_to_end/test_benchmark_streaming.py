@@ -1,4 +1,4 @@
-"""The streaming benchmark runs in its smoke mode and reports what benchmarks/README.md quotes."""
+"""The streaming benchmark runs in its smoke mode and reports what benchmarks/streaming/README.md quotes."""
 
 import json
 import os
@@ -14,9 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_streaming_benchmark_smoke(tmp_path):
-    out = tmp_path / "streaming.json"
+    out = tmp_path / "smoke" / "summary.json"
     subprocess.run(
-        [sys.executable, "-m", "benchmarks.streaming", "--smoke", "--out", str(out)],
+        [sys.executable, "-m", "benchmarks", "streaming", "--smoke", "--out", str(tmp_path)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         check=True,
@@ -30,4 +30,4 @@ def test_streaming_benchmark_smoke(tmp_path):
     assert memory["samples_seen"] == 4096 and memory["samples_yielded"] == 2048  # keep=0.5 of every batch
     assert memory["stage_pending_at_end"] == 0
     assert {"rss_mib", "peak_mib"} <= set(memory["start"]) and {"rss_mib", "peak_mib"} <= set(memory["end"])
-    assert not out.with_suffix(".png").exists()  # no plot in smoke mode
+    assert not list(tmp_path.rglob("*.png"))  # no plot in smoke mode
