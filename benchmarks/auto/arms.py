@@ -14,9 +14,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from benchmarks.harness._sb import Auto, SBLoader
+from benchmarks.harness._sb import Auto, CostTable, SBLoader
 from benchmarks.harness.arms import OwnRecipe, Probe
 from benchmarks.harness.data import ShuffledBatches
+from benchmarks.harness.models import MODELS, RECIPES
 
 HISTORY = 100_000  # decisions kept by the auto arms: the whole run, for the decisions plot
 
@@ -109,3 +110,40 @@ def suite_arms(user: dict[str, Any], tuned: dict[str, Any]) -> list[SelectArm]:
         SelectArm("auto", b, lr, policy="importance", keep="auto", score="gradnorm", weighted=True),
         SelectArm("auto-topk", b, lr, policy="topk", keep="auto"),  # keep="auto" with every other option default
     ]
+
+
+BLOCK, ROUNDS, WARMUP = 32, 41, 2
+
+OFF = CostTable(score_per_sample=1.0, train_per_sample=1.0)  # scoring as dear as training: selection never pays
+
+
+class Stepper:
+    """One arm's training step, batch after batch, its source restarted when it runs out."""
+
+    def __init__(self, batches: list[tuple[torch.Tensor, torch.Tensor]], auto: Auto | None, **options: Any) -> None:
+        torch.manual_seed(0)
+        self.model = MODELS["cnn"]()
+        recipe = RECIPES["cnn"]
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=recipe["lr"], weight_decay=1e-4)
+        self.weighted = bool(options.get("return_weights"))
+        if auto is None:
+            self.source: Any = batches
+        else:
+            self.source = SBLoader(batches, self.model, F.cross_entropy, keep=auto, **options)
+        self.batches = iter(self.source)
+
+    def step(self) -> None:
+        batch = next(self.batches, None)
+        if batch is None:
+            self.batches = iter(self.source)
+            batch = next(self.batches)
+        self.model.train()
+        if self.weighted:  # the weighted mean, as the importance-sampling arms train
+            (x, y), weights = batch
+            loss = (weights * F.cross_entropy(self.model(x), y, reduction="none")).sum()
+        else:
+            x, y = batch
+            loss = F.cross_entropy(self.model(x), y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()

@@ -24,22 +24,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from benchmarks.harness import lm_suite
+from benchmarks.harness._sb import Auto
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import RECIPES
-from benchmarks.harness.records import machine, results_dir
+from benchmarks.harness.records import machine, results_dir, write_results
 from benchmarks.harness.runs import Job, run_loop
-from benchmarks.harness.timing import cpu_clock, rotated, setup
+from benchmarks.harness.timing import alternated, cpu_clock, interleaved, rotated, setup
 from benchmarks.harness.train import train_run
 
-from .arms import SelectArm, suite_arms
+from .arms import BLOCK, OFF, ROUNDS, WARMUP, SelectArm, Stepper, suite_arms
 
 RESULTS = results_dir("auto")
 SUITES = {  # name: (samples, family, label noise, epochs)
@@ -172,8 +175,6 @@ def main(argv: list[str] | None = None) -> int:
     info = setup()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.stage == "timing":
-        from .timing import timing
-
         timing(args.out, smoke=args.smoke, info=info)
         return 0
     if args.suite is None:
@@ -184,3 +185,66 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# Cheap when off: the per-step cost of ``keep="auto"`` while it stays off (probes included) against a plain loop.
+#
+# Both arms train the ConvNet at batch 256 on MNIST-1D batches held in memory. The auto arm's cost table says that
+# selection never pays (scoring as dear per sample as training), so the controller stays off: every loader batch is
+# trained whole, and every ``probe_every``-th one is scored too, for the estimate. Steps run in blocks of ``BLOCK``,
+# the arms alternating, ``ROUNDS`` rounds after a warm-up; the ratio is of the medians of thread CPU time per step.
+
+
+def timing(out: Path, *, smoke: bool = False, info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Interleaved per-step seconds of a plain loop and of auto while off; writes ``<out>/timing/summary.json``
+    (``raw.json``: every block's seconds; ``machine.json``: the machine and the timing set-up ``info``)."""
+    data = dataset(4096 if smoke else 20_000)
+    x, y = data.x_train, data.y_train
+    batches = [(x[i : i + 256], y[i : i + 256]) for i in range(0, len(x) - 255, 256)]
+    auto = Auto()
+    weighted = {"policy": "importance", "score": "gradnorm", "return_weights": True}
+    arms = {
+        "plain loop": Stepper(batches, None),
+        "auto (off)": Stepper(batches, Auto(costs=OFF)),
+        "auto importance-gradnorm (off)": Stepper(batches, Auto(costs=OFF), **weighted),
+    }
+    rounds = 3 if smoke else ROUNDS
+
+    def block(stepper: Stepper) -> Callable[[int], float]:
+        def run(_: int) -> float:
+            started = cpu_clock()
+            for _ in range(BLOCK):
+                stepper.step()
+            return (cpu_clock() - started) / BLOCK
+
+        return run
+
+    blocks = {name: block(stepper) for name, stepper in arms.items()}
+    seconds: dict[str, list[float]] = interleaved(blocks, rounds, warmup=WARMUP, order=alternated)
+    medians = {name: statistics.median(values) for name, values in seconds.items()}
+    stats = arms["auto (off)"].source.stats
+    plain = seconds["plain loop"]
+    result = {
+        "per_step_ms": {name: 1e3 * value for name, value in medians.items()},
+        "ratio": medians["auto (off)"] / medians["plain loop"],
+        "ratio_per_round": [a / p for a, p in zip(seconds["auto (off)"], plain, strict=True)],
+        "ratio_weighted": medians["auto importance-gradnorm (off)"] / medians["plain loop"],
+        "ratio_weighted_per_round": [
+            a / p for a, p in zip(seconds["auto importance-gradnorm (off)"], plain, strict=True)
+        ],
+        "auto_on_share": stats.auto_on_share,
+        "probe_every": auto.probe_every,
+        "samples_scored": stats.samples_scored,
+        "block": BLOCK,
+        "rounds": rounds,
+    }
+    table = (
+        "| arm | ms per step (median) |\n| --- | --- |\n"
+        + "".join(f"| {name} | {1e3 * value:.3f} |\n" for name, value in medians.items())
+        + f"\nauto (off) / plain loop: {result['ratio']:.3f}; importance-gradnorm, weighted: "
+        + f"{result['ratio_weighted']:.3f} (target <= 1.02; on-share {stats.auto_on_share:.2f})\n"
+    )
+    write_results(out / "timing", result, table)
+    (out / "timing" / "raw.json").write_text(json.dumps(seconds))
+    (out / "timing" / "machine.json").write_text(json.dumps({**machine(), **(info or {})}, indent=1))
+    return result

@@ -63,8 +63,8 @@ def suite_arm_seconds(arm: Arm, timing: dict[str, dict], train_samples: int, bat
 
 
 def pruning_run_seconds(record: dict[str, Any], timing_: dict[str, Any], n: int) -> float:
-    """A pruning benchmark run's seconds from the interleaved step times of ``pruning/timing.py``: its loaded batches
-    at the plain, pruning or SB step's seconds, plus the sampler's decisions."""
+    """A pruning benchmark run's seconds from the interleaved step times of its ``timing`` stage: its loaded batches at
+    the plain, pruning or SB step's seconds, plus the sampler's decisions."""
     cfg = record["config"]
     b = cfg["batch"]
     steps = timing_["families"][record["family"]]

@@ -291,7 +291,7 @@ def report(out: Path, wall_seconds: float | None = None) -> dict[str, Any]:
     text = tables(summary)
     if wall_seconds is not None:
         text += f"\nWall time of the whole command: {wall_seconds / 60:.1f} min.\n"
-    write_results(out, "summary", summary, text)
+    write_results(out, summary, text)
     plot(runs, out)
     return summary
 

@@ -15,15 +15,19 @@ step's own losses (``observe``); the kept low-loss samples' losses are rescaled 
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.utils.data import Dataset
 
 from benchmarks.harness._sb import LossCache, PruningSampler, SBLoader
 from benchmarks.harness.arms import OwnRecipe, Probe, SamplerObserver
 from benchmarks.harness.data import ShuffledBatches
+from benchmarks.harness.models import MODELS
 
 
 class PrunedBatches:
@@ -160,3 +164,57 @@ def arms(best: dict[str, Any]) -> list[PruneArm]:
         PruneArm("prune+sb", b, lr, prune=0.5, sb_keep=0.5),
         PruneArm("sb-cache", b, lr, sb_keep=0.5),
     ]
+
+
+def endless_steps(arm: PruneArm, family: str, data, prefill: bool):
+    """Endless training steps of ``arm`` (the harness's step: weights and observe where the arm has them)."""
+    torch.manual_seed(0)
+    model = MODELS[family]()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=arm.lr / 10)
+    batches, probe = arm.build(model, data, family=family, batch=arm.batch, epochs=10**6, seed=0)
+    n = len(data.y_train)
+    epoch = 0
+    if prefill:  # every loss known: the sampler prunes from its second epoch, a cache of any staleness reuses
+        probe.sampler.cache.observe(torch.arange(n), torch.rand(n, generator=torch.Generator().manual_seed(0)), 0)
+        epoch = 1
+    while True:
+        batches.set_epoch(epoch)
+        for batch in batches:
+            x, y = batch[0], batch[1]
+            model.train()
+            if getattr(probe, "observe", False):
+                losses = F.cross_entropy(model(x), y, reduction="none")
+                probe.loader.observe(batch, losses)
+                loss = (probe.weights(batch) * losses).mean()
+            else:
+                loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            yield
+        epoch += 1
+
+
+def step_kinds(family_lr: float, tuned: list[int]) -> dict[str, tuple[PruneArm, bool]]:
+    kinds = {f"plain b={b}": (PruneArm("t", b, family_lr), False) for b in (32, 64, 128, 256)}
+    for b in sorted(set(tuned)):
+        kinds[f"prune b={b}"] = (PruneArm("t", b, family_lr, prune=0.5), True)
+        kinds[f"sb-stale b={b}"] = (PruneArm("t", b, family_lr, sb_keep=0.5, staleness=0), False)
+        kinds[f"sb-reuse b={b}"] = (PruneArm("t", b, family_lr, sb_keep=0.5, staleness=10**6), True)
+    return kinds
+
+
+class Compressed(Dataset):
+    """``n`` samples of ``length`` float32 values, each stored compressed and decoded on access."""
+
+    def __init__(self, n: int, length: int, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        self.records = [zlib.compress(rng.normal(size=length).astype(np.float32).round(2).tobytes()) for _ in range(n)]
+        self.labels = rng.integers(0, 10, size=n)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        values = np.frombuffer(zlib.decompress(self.records[index]), dtype=np.float32)
+        return torch.from_numpy(values.copy()), int(self.labels[index])

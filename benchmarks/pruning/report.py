@@ -1,6 +1,6 @@
 """The pruning benchmark's reading: plateau-aware tables, verdicts and the accuracy-against-seconds plot.
 
-Seconds are priced from interleaved step timing (``timing.py``).
+Seconds are priced from interleaved step timing (``run.py``, the ``timing`` stage).
 
 Reading (plateau-aware). Target ``T``: the tuned baseline's final accuracy at the reference epochs (seed mean);
 ``T - sd``: the same minus one seed standard deviation. Per arm: seconds to ``T - sd`` and to ``T`` (linear

@@ -22,21 +22,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch.utils.data import DataLoader
 
+from benchmarks.harness._sb import LossCache, PruningSampler, with_index
+from benchmarks.harness.data import dataset
 from benchmarks.harness.models import RECIPES
-from benchmarks.harness.records import read_jsonl, results_dir
+from benchmarks.harness.records import machine, read_jsonl, results_dir
 from benchmarks.harness.runs import run_suite
 from benchmarks.harness.suites import Suite
+from benchmarks.harness.timing import interleaved
 
-from . import loading as _loading
 from . import report as _report
-from . import timing as _timing
-from .arms import PruneArm, arms, grid
+from .arms import Compressed, PruneArm, arms, endless_steps, grid, step_kinds
 
 RESULTS = results_dir("pruning")
 SUITES = {  # name: (samples, family, label noise, reference epochs)
@@ -138,10 +144,10 @@ def main(argv: list[str] | None = None) -> int:
                 family = SUITES[name][1]
                 tuned.setdefault(family, []).append(best_recipe(records)["batch"])
             lrs = {family: RECIPES[family]["lr"] for family in tuned}
-            _timing.timing(args.out, tuned, lrs, smoke=args.smoke)
+            timing(args.out, tuned, lrs, smoke=args.smoke)
         elif stage == "loading":
             size = (2000, 256, 1) if args.smoke else (20_000, 4096, 3)
-            result = _loading.loading(*size)
+            result = loading(*size)
             (args.out / "loading").mkdir(parents=True, exist_ok=True)
             (args.out / "loading" / "summary.json").write_text(json.dumps(result, indent=2))
         else:
@@ -159,3 +165,110 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# Interleaved step timing for the pruning benchmark, and the seconds of a run priced from it.
+#
+# The raw seconds of a run swing 2-5x with the shared machine's load, so every run is *priced* instead with step times
+# measured side by side (:func:`timing`: short interleaved blocks of steps, the order rotating every round, medians).
+# A run without selection costs ``sum over epochs of ceil(loaded / batch)`` steps of its kind: a plain step, or for a
+# pruning run the whole pruning step (its loader's id field, ``reduction="none"``, ``observe``, ``weights`` and the
+# weighted mean), plus its measured pruning decisions. What the sampler's calls alone add to a step is timed apart
+# (:func:`sampler_seconds`) for the overhead target. A run with SBLoader costs its loader batches at the step time
+# interpolated between the all-reused and the all-scored SBLoader step by its measured share of scored samples.
+
+
+def sampler_seconds(n: int, batch: int, repeats: int) -> float:
+    """What the sampler adds to a training step, alone: ``observe`` and ``weights`` of a batch and the weighted mean
+    (forward and backward) instead of the plain mean; the median of 5 trials of ``repeats`` steps."""
+    cache = LossCache(size=n)
+    cache.observe(torch.arange(n), torch.rand(n, generator=torch.Generator().manual_seed(0)), 0)
+    sampler = PruningSampler(n, cache, epochs=10**6)
+    sampler.set_epoch(1)
+    ids = torch.randperm(n, generator=torch.Generator().manual_seed(1))[:batch]
+    losses = torch.rand(batch, requires_grad=True)
+
+    def trial(with_sampler: bool) -> float:
+        started = time.perf_counter()
+        for _ in range(repeats):
+            if with_sampler:
+                sampler.observe(ids, losses)
+                (sampler.weights(ids) * losses).mean().backward()
+            else:
+                losses.mean().backward()
+        return (time.perf_counter() - started) / repeats
+
+    return max(0.0, statistics.median(trial(True) - trial(False) for _ in range(5)))
+
+
+def _timed(steps: Iterator, block: dict[str, int], name: str, seconds_per_block: float) -> Callable[[int], float]:
+    """A timed block of ``block[name]`` steps; round 0 (the warm-up) sizes the block to ``seconds_per_block``."""
+
+    def run(round_: int) -> float:
+        started = time.perf_counter()
+        for _ in range(block[name]):
+            next(steps)
+        per_step = (time.perf_counter() - started) / block[name]
+        if round_ == 0:
+            block[name] = max(2, round(seconds_per_block / per_step))
+        return per_step
+
+    return run
+
+
+def timing(out: Path, tuned: dict[str, list[int]], lrs: dict[str, float], smoke: bool = False) -> dict[str, Any]:
+    """Median seconds per training step of every step kind, per model family, interleaved (blocks of about 0.25 s,
+    the order rotating every round); writes ``<out>/timing/summary.json``. ``tuned``: family -> the tuned batch sizes
+    of its suites."""
+    rounds, seconds_per_block = (2, 0.0) if smoke else (12, 0.25)
+    result: dict[str, Any] = {"machine": machine(), "rounds": rounds, "families": {}, "sampler_seconds": {}}
+    for family, batches in tuned.items():
+        data = dataset(2000 if smoke else 100_000)
+        kinds = step_kinds(lrs[family], batches)
+        steppers = {name: endless_steps(arm, family, data, prefill) for name, (arm, prefill) in kinds.items()}
+        for stepper in steppers.values():  # build each run (model, loader, prefilled cache) outside the timing
+            next(stepper)
+        block = dict.fromkeys(kinds, 2 if smoke else 10)
+
+        blocks = {name: _timed(steppers[name], block, name, seconds_per_block) for name in kinds}
+        times = interleaved(blocks, rounds, warmup=1)
+        result["families"][family] = {
+            name: {"seconds_per_step": statistics.median(values), "batch": kinds[name][0].batch, "block": block[name]}
+            for name, values in times.items()
+        }
+        for b in sorted(set(batches)):
+            n = len(data.y_train)
+            result["sampler_seconds"][f"{family} b={b}"] = sampler_seconds(n, b, 20 if smoke else 2000)
+    (out / "timing").mkdir(parents=True, exist_ok=True)
+    (out / "timing" / "summary.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+# The data pipeline's side of pruning: a map-style dataset that decodes each sample, loaded with DataLoader workers.
+#
+# Each sample is stored zlib-compressed (as an image or audio record would be) and decoded in ``__getitem__``; one
+# epoch is loaded through ``DataLoader(num_workers=2)`` with the full data and with a ``PruningSampler`` whose cache
+# holds losses from a skewed (exponential) distribution, as training losses are. Reports samples loaded and seconds per
+# epoch for both, interleaved over a few rounds (medians).
+
+
+def loading(n: int = 20_000, length: int = 4096, rounds: int = 3, workers: int = 2) -> dict[str, Any]:
+    dataset = Compressed(n, length)
+    cache = LossCache(size=n)
+    cache.observe(torch.arange(n), torch.empty(n).exponential_(generator=torch.Generator().manual_seed(0)), 0)
+    pruned = PruningSampler(dataset, cache, epochs=100, seed=0)
+    full = PruningSampler(dataset, cache, epochs=100, prune=0.0, seed=0)
+    seconds: dict[str, list[float]] = {"full": [], "pruned": []}
+    loaded: dict[str, int] = {}
+    for round_ in range(rounds):
+        for name, sampler in (("full", full), ("pruned", pruned))[:: 1 if round_ % 2 == 0 else -1]:
+            sampler.set_epoch(round_ + 1)
+            loader = DataLoader(with_index(dataset), batch_size=128, sampler=sampler, num_workers=workers)
+            started, count = time.perf_counter(), 0
+            for _, _, index in loader:
+                count += len(index)
+            seconds[name].append(time.perf_counter() - started)
+            loaded[name] = count
+    out = {name: {"samples_loaded": loaded[name], "seconds": statistics.median(s)} for name, s in seconds.items()}
+    out["config"] = {"samples": n, "values_per_sample": length, "num_workers": workers, "rounds": rounds}
+    return out

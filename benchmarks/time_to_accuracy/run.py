@@ -31,7 +31,7 @@ from benchmarks.harness import suites as _suites
 from benchmarks.harness.records import results_dir
 from benchmarks.harness.runs import run_suite
 
-from . import report as _output
+from . import report
 
 RESULTS = results_dir("time_to_accuracy")
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     if args.suite == "report":
-        _output.report_all(args.out)
+        report.report_all(args.out)
         return 0
     suite = _suites.suites(args.out / "sweep" / "best.json")[args.suite]
     if args.smoke:
@@ -65,9 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     worker = tuple(int(v) for v in args.worker.split("/"))
     records = run_suite(suite, args.out / suite.name, worker=worker)
     if suite.name == "sweep":
-        _output.write_sweep(records, args.out / suite.name)
+        report.write_sweep(records, args.out / suite.name)
     else:
-        _output.write_suite(records, args.out / suite.name)
+        report.write_suite(records, args.out / suite.name)
     return 0
 
 
