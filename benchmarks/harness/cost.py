@@ -12,27 +12,74 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from examples.costmodel import Costs, calibrate, costs_from, sb_step_seconds
 
 from ._sb import CostTable
-from .arms import Arm
-from .suites import selecting
+
+if TYPE_CHECKING:
+    from .arms import Arm
 
 __all__ = [
+    "FE",
     "CostTable",
     "Costs",
     "calibrate",
+    "cost_per_epoch",
     "costs_from",
+    "priced",
     "pruning_run_seconds",
     "sb_step_seconds",
+    "scored_share",
+    "selecting",
     "step_kind",
     "suite_arm_seconds",
 ]
 
 
-def step_kind(arm) -> str:
+FE = CostTable.forward_equivalents()  # sbdata's machine-free cost model: a scored sample costs 1, a trained one 3
+
+
+def priced(scored: float, trained: float, *, upfront: float = 0.0, costs: CostTable = FE) -> float:
+    """The cost of scoring ``scored`` samples and training ``trained`` (sums over many calls), plus ``upfront``, priced
+    by sbdata's :class:`CostTable` (forward-equivalents by default; per-call fixed costs do not apply to such sums).
+
+    The one per-sample pricing of the benchmarks: a run's FE (``train.train_run``, ``lm_train.train_run``) and an
+    arm's expected FE per epoch (:func:`cost_per_epoch`)."""
+    return upfront + costs.score(scored) + costs.train(trained)
+
+
+def selecting(arm: Arm) -> float:
+    """Share of an arm's loader batches that are selection steps (its schedule's window and interrupts)."""
+    if arm.policy is None:
+        return 0.0
+    return 1.0 if arm.start is None else (arm.end - arm.start) * (1 - 1 / arm.interrupt if arm.interrupt else 1)
+
+
+def scored_share(arm: Arm) -> float:
+    """Expected share of an SB step's samples that go through the scoring forward: 1 without a cache; with one,
+    about one epoch in ``staleness + 1``, less what ``observe`` refreshes (roughly the kept share)."""
+    if arm.staleness is None:
+        return 1.0
+    return (1 - arm.keep if arm.observe else 1.0) / (arm.staleness + 1)
+
+
+def cost_per_epoch(arm: Arm) -> float:
+    """Expected FE per epoch relative to the baseline's 3 per sample (scoring 1, training 3 per kept sample)."""
+    if arm.policy is None:
+        return 1.0
+    selecting_ = selecting(arm)
+    extra = 1 if arm.policy == "reducible" else 0
+    per_sb = (
+        priced(scored_share(arm) + extra, arm.keep)
+        / FE.train(1)
+        * (1 - arm.holdout if arm.policy == "reducible" else 1)
+    )
+    return (1 - selecting_) + selecting_ * per_sb
+
+
+def step_kind(arm: Arm) -> str:
     """What one loader batch of an arm costs, whatever its schedule: the key of the timing table."""
     if arm.policy is None:
         return f"plain batch {'keep*B ' + str(arm.keep) if arm.small_batch else 'B'}"

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .cost import priced
 from .lm import ByteLM, validation_loss
 from .lm_arms import LMArm, SequenceBatches, sequence_losses
 from .timing import cpu_clock
@@ -116,7 +117,7 @@ def train_run(
 
     def fe() -> float:
         scored = 0 if engine is None else engine.stats.samples_scored
-        return upfront_fe + scored * (1 + extra) + 3.0 * trained
+        return priced(scored * (1 + extra), trained, upfront=upfront_fe)
 
     started = cpu_clock()
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .arms import BASELINE, Arm, composer, sb, small_batch
+from .cost import cost_per_epoch
 
 FRACTIONS = (0.4, 0.7, 1.0)
 DEFAULT_BEST = {  # used when no sweep result exists
@@ -49,31 +50,6 @@ class Suite:
             return self.budgets[arm.name]
         per_epoch = cost_per_epoch(arm)
         return sorted({max(1, round(self.reference_epochs * f / per_epoch)) for f in self.fractions})
-
-
-def selecting(arm: Arm) -> float:
-    """Share of an arm's loader batches that are selection steps (its schedule's window and interrupts)."""
-    if arm.policy is None:
-        return 0.0
-    return 1.0 if arm.start is None else (arm.end - arm.start) * (1 - 1 / arm.interrupt if arm.interrupt else 1)
-
-
-def scored_share(arm: Arm) -> float:
-    """Expected share of an SB step's samples that go through the scoring forward: 1 without a cache; with one,
-    about one epoch in ``staleness + 1``, less what ``observe`` refreshes (roughly the kept share)."""
-    if arm.staleness is None:
-        return 1.0
-    return (1 - arm.keep if arm.observe else 1.0) / (arm.staleness + 1)
-
-
-def cost_per_epoch(arm: Arm) -> float:
-    """Expected FE per epoch relative to the baseline's 3 per sample (scoring 1, training 3 per kept sample)."""
-    if arm.policy is None:
-        return 1.0
-    selecting_ = selecting(arm)
-    extra = 1 if arm.policy == "reducible" else 0
-    per_sb = (scored_share(arm) + extra + 3 * arm.keep) / 3 * (1 - arm.holdout if arm.policy == "reducible" else 1)
-    return (1 - selecting_) + selecting_ * per_sb
 
 
 def label(policy: str, cfg: dict[str, Any]) -> str:

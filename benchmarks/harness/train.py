@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from examples.common import accuracy
 
+from .cost import priced
 from .data import Data
 from .models import MODELS, RECIPES
 
@@ -130,6 +131,6 @@ def train_run(
 
 
 def _point(model, split: Data, probe, progress: float, trained: int, seconds: float, steps: int) -> dict[str, Any]:
-    fe = probe.upfront_fe + probe.scoring_fe() + 3 * trained
+    fe = priced(probe.scoring_fe(), trained, upfront=probe.upfront_fe)
     acc = accuracy(model, split.x_test, split.y_test)
     return {"progress": round(progress, 4), "fe": fe, "seconds": round(seconds, 3), "accuracy": acc, "steps": steps}

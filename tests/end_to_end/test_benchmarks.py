@@ -273,13 +273,16 @@ def test_one_run_loop_one_timing_loop_one_cost_model():
         "run_loop": "harness/runs.py",  # the run loop
         "interleaved": "harness/timing.py",  # the timing loop
         "rotated": "harness/timing.py",  # its (and the run loop's) rotating order
-        "step_kind": "harness/cost.py",  # the cost model: what a step is ...
+        "priced": "harness/cost.py",  # the cost model's pricing (sbdata's CostTable) ...
+        "cost_per_epoch": "harness/cost.py",
+        "step_kind": "harness/cost.py",  # ... what a step is ...
         "suite_arm_seconds": "harness/cost.py",  # ... and the seconds it prices
         "pruning_run_seconds": "harness/cost.py",
     }
     for name, where in one.items():
         assert defined.get(name) == [where], f"{name} is defined in {defined.get(name)}: one definition, in {where}"
     copies = ("priced_seconds", "sb_step_seconds", "calibrate", "costs_from", "shrink_speedup", "pool_speedup")
+    copies += ("forward_equivalents", "score_share", "best_keep")  # sbdata's cost model and examples/costmodel.py
     assert not {name: defined[name] for name in copies if name in defined}, "the cost model is imported, not copied"
     rotation = re.compile(r"\[\s*[^\[\]]+%\s*len\([^()]*\)\s*:")  # names[r % len(names) :] + names[: ...]
     loops = [
