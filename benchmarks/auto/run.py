@@ -151,8 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default benchmarks/results/auto)")
     parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 2 epochs, one seed")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes for 'all' (default 2)")
-    parser.add_argument("--worker", default="0/1", help="I/N: run every N-th run from the I-th")
+    parser.add_argument("--worker", help="I/N: run every N-th run from the I-th (default 0/1; 'lm': its N workers)")
     args = parser.parse_args(argv)
+    worker = None if args.worker is None else tuple(int(v) for v in args.worker.split("/"))
     common = ["--out", str(args.out), *(["--smoke"] if args.smoke else [])]
     if args.stage == "all":
         started = time.time()
@@ -169,7 +170,6 @@ def main(argv: list[str] | None = None) -> int:
         report(args.out)
         return 0
     if args.stage == "lm":
-        worker = tuple(int(v) for v in args.worker.split("/")) if "--worker" in (argv or sys.argv) else None
         run_lm(args.out, args.jobs, args.smoke, worker)  # type: ignore[arg-type]
         return 0
     info = setup()
@@ -179,12 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.suite is None:
         parser.error("run needs a suite: one of " + ", ".join(sorted(SUITES)))
-    run_auto_suite(args.suite, args.out, tuple(int(v) for v in args.worker.split("/")), args.smoke, info)  # type: ignore[arg-type]
+    run_auto_suite(args.suite, args.out, worker or (0, 1), args.smoke, info)  # type: ignore[arg-type]
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
 
 
 # Cheap when off: the per-step cost of ``keep="auto"`` while it stays off (probes included) against a plain loop.
@@ -248,3 +244,7 @@ def timing(out: Path, *, smoke: bool = False, info: dict[str, Any] | None = None
     (out / "timing" / "raw.json").write_text(json.dumps(seconds))
     (out / "timing" / "machine.json").write_text(json.dumps({**machine(), **(info or {})}, indent=1))
     return result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -98,7 +98,7 @@ def suite_plots(records: list[dict[str, Any]], summary: dict[str, Any], out: Pat
     axes[0].set_ylabel("test accuracy (%) at the end of an annealed run")
     axes[0].set_title("accuracy vs compute (each point: one budget; band: min-max over seeds)", fontsize=9)
     if timed:
-        axes[1].set_title("accuracy vs time: epochs x interleaved seconds per epoch (throughput.py)", fontsize=9)
+        axes[1].set_title("accuracy vs time: epochs x interleaved seconds per epoch (throughput benchmark)", fontsize=9)
     axes[-1].set_title("accuracy vs raw run seconds (median over seeds; shared 2-core machine, noisy)", fontsize=9)
     axes[0].legend(fontsize=7, loc="lower right")
     fig.suptitle(f"{records[0]['suite']}: {records[0]['samples']:,} samples, {records[0]['family']}", fontsize=11)

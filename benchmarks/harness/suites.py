@@ -4,7 +4,8 @@ Budgets are chosen in cost, not epochs: every arm runs at the epoch counts whose
 about 40%, 70% and 100% of the reference (the baseline at its largest budget; 50% and 100% for the noisy suite),
 from the arm's expected cost per epoch. So all arms are measured near the same cost points, and the equal-cost
 comparison (at 60%) needs little interpolation. The sweep picks each policy's keep and schedule; the main suites
-read its choice from ``results/sweep/best.json`` (defaults below when it is missing, e.g. in smoke mode).
+read its choice from ``results/time_to_accuracy/sweep/best.json`` (defaults below when it is missing, e.g. in smoke
+mode).
 """
 
 from __future__ import annotations

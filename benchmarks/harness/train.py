@@ -1,4 +1,4 @@
-"""Shared benchmark machinery: cached MNIST-1D, a seeded batch iterator, the LR recipe, and one training run.
+"""The MNIST-1D benchmarks' training run (one arm, one budget, one seed), its LR schedule, and plain training.
 
 A *run* trains one arm (see ``arms.py``) for a fixed number of epochs with its LR schedule annealed to the end
 of that budget, evaluates test accuracy at evenly spaced points of loader progress, and returns a JSON-ready

@@ -163,10 +163,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 # Interleaved step timing for the pruning benchmark, and the seconds of a run priced from it.
 #
 # The raw seconds of a run swing 2-5x with the shared machine's load, so every run is *priced* instead with step times
@@ -272,3 +268,7 @@ def loading(n: int = 20_000, length: int = 4096, rounds: int = 3, workers: int =
     out = {name: {"samples_loaded": loaded[name], "seconds": statistics.median(s)} for name, s in seconds.items()}
     out["config"] = {"samples": n, "values_per_sample": length, "num_workers": workers, "rounds": rounds}
     return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

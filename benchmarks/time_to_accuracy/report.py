@@ -122,13 +122,13 @@ def cache_table(records: list[dict[str, Any]]) -> str:
 
 
 def add_priced_seconds(summary: dict[str, Any], records: list[dict[str, Any]], timing_path: Path) -> None:
-    """Seconds to target from interleaved step timings (``throughput.py``): epochs to target (interpolated on the
+    """Seconds to target from interleaved step timings (the throughput benchmark): epochs to target (interpolated on the
     budget curve) times the arm's seconds per epoch, plus its up-front seconds; as a ratio to the baseline's."""
     if not timing_path.exists():
         return
     family, samples = records[0]["family"], records[0]["samples"]
     timing = json.loads(timing_path.read_text())["families"].get(family)
-    if timing is not None and "steps" in timing:  # throughput.py's layout with the cost model's predictions
+    if timing is not None and "steps" in timing:  # the throughput benchmark's layout, with the cost model's predictions
         timing = timing["steps"]
     kinds = {step_kind(Arm(name, **row["config"])) for name, row in summary["arms"].items()}
     if timing is None or not kinds <= set(timing) | {"plain batch B"}:
