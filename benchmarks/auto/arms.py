@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from benchmarks.harness._sb import Auto, CostTable, SBLoader
+from benchmarks.harness._sb import Auto, CostTable, SBLoader, auto_decisions
 from benchmarks.harness.arms import OwnRecipe, Probe
 from benchmarks.harness.data import ShuffledBatches
 from benchmarks.harness.models import MODELS, RECIPES
@@ -82,17 +82,7 @@ class SelectArm(OwnRecipe):
 
 def _decisions(loader: SBLoader) -> dict[str, Any]:
     """What the controller decided over the run, for the record."""
-    stats = loader.stats
-    return {
-        "auto": {
-            "on_share": stats.auto_on_share,
-            "tau": stats.auto_tau,
-            "speedup": stats.auto_speedup,
-            "score_share": stats.auto_score_share,
-            "reason": stats.auto_reason,
-            "history": [list(d) for d in stats.auto_history],
-        }
-    }
+    return {"auto": auto_decisions(loader.stats, score_share=True)}
 
 
 def suite_arms(user: dict[str, Any], tuned: dict[str, Any]) -> list[SelectArm]:

@@ -35,7 +35,9 @@ __all__ = [
     "ReducibleLoss",
     "SBLoader",
     "Schedule",
+    "auto_decisions",
     "causal_lm",
+    "has_auto",
     "has_nodes",
     "has_wds",
     "keep_count",
@@ -67,3 +69,18 @@ def sb_select() -> Any:
     from sbdata.wds import sb_select as select
 
     return select
+
+
+def has_auto(engine: Any) -> bool:
+    """Whether a selection engine (``loader.engine``) runs ``keep="auto"``: it has the controller."""
+    return engine.auto is not None
+
+
+def auto_decisions(stats: Any, *, score_share: bool = False) -> dict[str, Any]:
+    """What ``keep="auto"``'s controller decided over a run, from the loader's public statistics, for a run's record:
+    its on-share, tau, predicted speed-up (and the scoring share, with ``score_share``), why it is off, and its
+    decisions ``(step, on, keep, tau, speedup)``."""
+    out = {"on_share": stats.auto_on_share, "tau": stats.auto_tau, "speedup": stats.auto_speedup}
+    if score_share:
+        out["score_share"] = stats.auto_score_share
+    return {**out, "reason": stats.auto_reason, "history": [list(d) for d in stats.auto_history]}

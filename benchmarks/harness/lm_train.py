@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from ._sb import auto_decisions, has_auto
 from .cost import priced
 from .lm import ByteLM, validation_loss
 from .lm_arms import LMArm, SequenceBatches, sequence_losses
@@ -164,10 +165,8 @@ def train_run(
     final = curve[-1]
     scored = 0 if engine is None else engine.stats.samples_scored
     auto = None
-    if engine is not None and engine.auto is not None:  # keep="auto": what the controller decided, for the report
-        stats = engine.stats
-        auto = {"on_share": stats.auto_on_share, "tau": stats.auto_tau, "speedup": stats.auto_speedup,
-                "reason": stats.auto_reason, "history": [list(d) for d in stats.auto_history]}  # fmt: skip
+    if engine is not None and has_auto(engine):  # keep="auto": what the controller decided, for the report
+        auto = auto_decisions(engine.stats)
     tokens = trained * chunks.shape[1]
     return {
         "arm": arm.name,
