@@ -48,11 +48,11 @@ class Probe:
         return steps + 1 if self.loader is None else self.loader.engine.step
 
     def scored(self) -> int:
-        return 0 if self.loader is None else self.loader.stats.samples_scored
+        return 0 if self.loader is None else self.loader.engine.counts["samples_scored"]
 
     def reused(self) -> int:
         """Samples of SB steps whose loss came from a LossCache instead of a scoring forward."""
-        return 0 if self.loader is None else self.loader.stats.samples_reused
+        return 0 if self.loader is None else self.loader.engine.counts["samples_reused"]
 
     def scoring_fe(self) -> float:
         return self.scored() * (self.pixel_ratio + self.extra_forwards)

@@ -168,6 +168,13 @@ class SelectionEngine:
         return snapshot if self.controller is None else dataclasses.replace(snapshot, **self.controller.stats())
 
     @property
+    def counts(self) -> dict[str, int]:
+        """The integer fields of :attr:`stats` (``steps``, ``sb_steps``, ``samples_seen``, ``samples_scored``,
+        ``samples_reused``, ``samples_kept``, ``samples_yielded``), free to read every step: unlike :attr:`stats`,
+        nothing is summed and nothing synchronises."""
+        return self.tracker.counts()
+
+    @property
     def held_samples(self) -> int:
         """Samples held between loader batches: in the pool and in emitted batches not yet handed on."""
         return self.emitter.held_samples
