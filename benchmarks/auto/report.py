@@ -22,27 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.records import read_jsonl, write_results
-from benchmarks.harness.stats import at_cost, mean, reach, sd
+from benchmarks.harness.stats import at_cost, curve, mean, sd, seconds_to
 
 SUITES = ("cnn100k", "mlp100k", "noisy100k")
 AUTO_ARMS = ("auto", "auto-topk")  # the keep="auto" arms: on importance by gradnorm, and with every default
 SIGNAL = ("importance-gradnorm-0.25", "importance-0.25", "topk-0.25", "random-0.25")
-
-
-def curve(run: dict[str, Any]) -> list[tuple[float, float]]:
-    return [(p["seconds"], p["accuracy"]) for p in run["curve"]]
-
-
-def mean_curve(runs: list[dict[str, Any]]) -> list[tuple[float, float]]:
-    """The seed-mean test curve: seconds and accuracy averaged over the runs at each of their evaluations (every run
-    of an arm evaluates at the same shares of its training)."""
-    points = min(len(run["curve"]) for run in runs)
-    return [(mean([curve(run)[i][0] for run in runs]), mean([curve(run)[i][1] for run in runs])) for i in range(points)]
-
-
-def seconds_to(runs: list[dict[str, Any]], target: float) -> float | None:
-    """Seconds at which the arm's seed-mean curve first reaches ``target`` (interpolated); None if it never does."""
-    return reach(mean_curve(runs), target)[0]
 
 
 def accuracy_at(run: dict[str, Any], seconds: float) -> float:

@@ -39,17 +39,14 @@ from benchmarks.harness.data import dataset
 from benchmarks.harness.models import RECIPES
 from benchmarks.harness.records import machine, results_dir, write_results
 from benchmarks.harness.runs import Job, run_loop
+from benchmarks.harness.suites import RECIPE_SUITES
 from benchmarks.harness.timing import alternated, cpu_clock, interleaved, rotated, setup
 from benchmarks.harness.train import train_run
 
 from .arms import BLOCK, OFF, ROUNDS, WARMUP, SelectArm, Stepper, suite_arms
 
 RESULTS = results_dir("auto")
-SUITES = {  # name: (samples, family, label noise, epochs)
-    "cnn100k": (100_000, "cnn", 0.0, 8),
-    "mlp100k": (100_000, "mlp", 0.0, 16),
-    "noisy100k": (100_000, "cnn", 0.2, 8),
-}
+SUITES = RECIPE_SUITES  # name: (samples, family, label noise, epochs)
 TUNED = {  # the pruning benchmark's tuned recipes (benchmarks/results/pruning/*/tuned.json; noisy reuses the ConvNet's)
     "cnn": {"batch": 64, "lr": 6e-3},
     "mlp": {"batch": 64, "lr": 8e-3},

@@ -18,10 +18,11 @@ from sbdata import (
     ReducibleSelect,
     SBLoader,
     Schedule,
+    advise,
     keep_count,
     with_index,
 )
-from sbdata.auto import Auto, CostTable
+from sbdata.auto import Auto, CostTable, shrink_speedup
 from sbdata.cache import BUCKETS
 from sbdata.tasks import causal_lm
 
@@ -35,6 +36,7 @@ __all__ = [
     "ReducibleSelect",
     "SBLoader",
     "Schedule",
+    "advise",
     "auto_decisions",
     "causal_lm",
     "has_auto",
@@ -43,6 +45,7 @@ __all__ = [
     "keep_count",
     "sb_select",
     "sb_selector",
+    "shrink_speedup",
     "with_index",
 ]
 

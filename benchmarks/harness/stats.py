@@ -48,6 +48,23 @@ def reach(points: list[tuple[float, float]], target: float) -> tuple[float | Non
     return None, "never"
 
 
+def curve(run: dict[str, Any]) -> list[tuple[float, float]]:
+    """A run's test curve as (seconds, accuracy) points."""
+    return [(p["seconds"], p["accuracy"]) for p in run["curve"]]
+
+
+def mean_curve(runs: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """The seed-mean test curve: seconds and accuracy averaged over the runs at each of their evaluations (every run
+    of an arm evaluates at the same shares of its training)."""
+    points = min(len(run["curve"]) for run in runs)
+    return [(mean([curve(run)[i][0] for run in runs]), mean([curve(run)[i][1] for run in runs])) for i in range(points)]
+
+
+def seconds_to(runs: list[dict[str, Any]], target: float) -> float | None:
+    """Seconds at which the runs' seed-mean curve first reaches ``target`` (interpolated); None if it never does."""
+    return reach(mean_curve(runs), target)[0]
+
+
 def at_cost(points: list[tuple[float, float]], cost: float) -> float | None:
     """Accuracy of a piecewise-linear (cost, accuracy) curve at ``cost``; None outside the measured range."""
     points = sorted(points)

@@ -30,6 +30,12 @@ DEFAULT_BEST = {  # used when no sweep result exists
 
 DEFAULT = sb("sbdata-default", "topk", 0.5, pooled=False)  # SBLoader(loader, model, loss_fn) as it comes
 
+RECIPE_SUITES = {  # the user's-recipe suites (auto, calibration): name: (samples, family, label noise, epochs)
+    "cnn100k": (100_000, "cnn", 0.0, 8),
+    "mlp100k": (100_000, "mlp", 0.0, 16),
+    "noisy100k": (100_000, "cnn", 0.2, 8),
+}
+
 
 @dataclass
 class Suite:

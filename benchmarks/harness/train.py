@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -35,9 +36,14 @@ def one_cycle(progress: float, max_lr: float, pct_start: float = 0.3) -> float:
     return final + (max_lr - final) * (1 + math.cos(math.pi * q)) / 2
 
 
+def user_optimizer(recipe: dict) -> Callable[[Any], torch.optim.Optimizer]:
+    """The recipe's optimizer factory, ``make(parameters) -> AdamW`` (the one every run trains with)."""
+    return lambda parameters: torch.optim.AdamW(parameters, lr=recipe["lr"], weight_decay=recipe["weight_decay"])
+
+
 def train_epochs(model, batches, epochs: int, recipe: dict, progress=None) -> None:
     """Plain training (used for the irreducible-loss model): the family recipe, no evaluation."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
+    optimizer = user_optimizer(recipe)(model.parameters())
     total, step = epochs * len(batches), 0
     for epoch in range(epochs):
         batches.set_epoch(epoch)
@@ -53,7 +59,16 @@ def train_epochs(model, batches, epochs: int, recipe: dict, progress=None) -> No
 
 
 def train_run(
-    split: Data, arm: Any, *, family: str, epochs: int, seed: int, evals: int = 8, clock: Any = time.perf_counter
+    split: Data,
+    arm: Any,
+    *,
+    family: str,
+    epochs: int,
+    seed: int,
+    evals: int = 8,
+    clock: Any = time.perf_counter,
+    inspect: Callable[[Any, float], dict[str, Any]] | None = None,
+    inspect_at: Sequence[float] = (),
 ) -> dict[str, Any]:
     """Train one arm for ``epochs`` (an annealed run of that budget) and return its JSON record.
 
@@ -66,22 +81,34 @@ def train_run(
         evals: test evaluations at evenly spaced loader progress (the last at the end).
         clock: the seconds counted (evaluations excluded); wall-clock ``time.perf_counter`` by default,
             ``_timing.cpu_clock`` (this thread's CPU time) where processes share the cores.
+        inspect: ``inspect(model, progress) -> dict``, called on the live model before the first step at or past
+            each share of training in ``inspect_at`` (0: before the first step); its seconds are excluded, like
+            the evaluations'; what it returns is recorded under ``"inspections"`` with ``at`` and ``progress``.
+        inspect_at: shares of training in [0, 1), ascending.
     """
     recipe = {**RECIPES[family], **getattr(arm, "recipe", {})}  # an arm may tune batch and LR (pruning arms)
     torch.manual_seed(seed)
     model = MODELS[family]()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
+    optimizer = user_optimizer(recipe)(model.parameters())
     setup = clock()
     batches, probe = arm.build(model, split, family=family, batch=recipe["batch"], epochs=epochs, seed=seed)
     upfront_seconds = clock() - setup
     total = epochs * probe.loader_batches_per_epoch
     curve, trained, flipped, steps, seconds, next_eval = [], 0, 0, 0, upfront_seconds, 1
+    inspections: list[dict[str, Any]] = []
     for epoch in range(epochs):
         batches.set_epoch(epoch)
         started = clock()
         for batch in batches:  # (x, y), then the clean labels of a noisy run, then ids for a cache
             x, y = batch[0], batch[1]
             consumed = probe.consumed(steps)
+            while inspect is not None and len(inspections) < len(inspect_at):
+                at, progress = inspect_at[len(inspections)], (consumed - 1) / total
+                if progress < at:
+                    break
+                seconds += clock() - started
+                inspections.append({"at": at, "progress": round(progress, 4), **inspect(model, progress)})
+                started = clock()
             for group in optimizer.param_groups:
                 group["lr"] = one_cycle((consumed - 1) / total, recipe["lr"])
             model.train()
@@ -127,6 +154,7 @@ def train_run(
         "curve": curve,
         "config": arm.describe(),
         **getattr(probe, "extra", dict)(),  # arm-specific measurements (e.g. samples loaded per epoch)
+        **({"inspections": inspections} if inspect is not None else {}),
     }
 
 
