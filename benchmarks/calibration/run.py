@@ -1,0 +1,159 @@
+"""Calibration: ``advise``'s predicted speed-up beside the measured speed-up of every fixed arm, per suite (issue 28).
+
+Exact commands (from the repository root; run alone, one process; the recorded run's time is in the README):
+
+    python -m benchmarks calibration all                # every suite, 3 seeds, then the report
+    python -m benchmarks calibration run cnn100k        # one suite (cnn100k, mlp100k, noisy100k)
+    python -m benchmarks calibration report             # tables -> benchmarks/results/calibration/
+    python -m benchmarks calibration all --smoke --fixed-costs --out /tmp/cal   # seconds; what CI runs
+
+The predicted side: each suite's user recipe (the auto benchmark's suites, ``harness/suites.RECIPE_SUITES``; the
+plain arm, trained by ``harness/train.train_run`` through the one run loop) is trained per seed, and at the start
+and at 25%, 50% and 75% of the run ``advise`` is called on the live model (the user's optimizer factory, ``steps``
+loader batches of the training set in an order of its own, keeps 0.25 and 0.5, ``score="loss"`` and
+``score="gradnorm"``); its seconds are excluded from the run's. "Integrated along the run" is the mean of the four
+points. ``--fixed-costs`` passes a fixed cost table (``CostTable.forward_equivalents()``: a scored sample costs 1, a
+trained one 3) instead of timing, so the prediction is a known function of the measured spread (the smoke test).
+
+The measured side is read from the recorded results (``report.py``): the auto benchmark's fixed arms and the
+time-to-accuracy benchmark's small-batch control and selection arms of the matching suite, in measured seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import torch.nn.functional as F
+
+from benchmarks.harness._sb import CostTable, advise
+from benchmarks.harness.arms import BASELINE
+from benchmarks.harness.data import ShuffledBatches, dataset
+from benchmarks.harness.models import RECIPES
+from benchmarks.harness.records import machine, results_dir
+from benchmarks.harness.runs import Job, run_loop
+from benchmarks.harness.suites import RECIPE_SUITES
+from benchmarks.harness.timing import cpu_clock, setup
+from benchmarks.harness.train import train_run, user_optimizer
+
+RESULTS = results_dir("calibration")
+SUITES = RECIPE_SUITES  # name: (samples, family, label noise, epochs), as the auto benchmark trains them
+SEEDS = (0, 1, 2)
+POINTS = (0.0, 0.25, 0.5, 0.75)  # shares of the plain run at which advise is called
+KEEPS = (0.25, 0.5)
+SCORES = ("loss", "gradnorm")
+STEPS = 16  # loader batches advise measures per call (its first quarter warms up, untimed)
+ADVICE_ORDER = 7_919  # advise reads the training set in an order of its own (seed + this), never the run's batches
+FIXED = CostTable.forward_equivalents()  # --fixed-costs: a scored sample costs 1, a trained one 3
+SMOKE = {"samples": 2000, "epochs": 2, "seeds": (0,)}
+
+
+def _inputs_targets(batch: tuple[Any, ...]) -> tuple[Any, Any]:
+    return batch[0], batch[1]  # a noisy run's third field (the clean labels) is not scored
+
+
+def advisor(data: Any, family: str, seed: int, fixed: bool) -> Any:
+    """``inspect(model, progress)`` for ``train_run``: ``advise`` on the live model for every score, as a record."""
+    recipe = RECIPES[family]
+    calls = [0]
+
+    def inspect(model: Any, progress: float) -> dict[str, Any]:
+        loader = ShuffledBatches(data.fields(), recipe["batch"], seed + ADVICE_ORDER)
+        loader.set_epoch(calls[0])
+        calls[0] += 1
+        steps = min(STEPS, len(loader))  # the smoke run's loader has fewer batches than STEPS
+        out: dict[str, Any] = {"steps": steps}
+        for score in SCORES:
+            advice = advise(
+                loader, model, F.cross_entropy, steps=steps, keeps=KEEPS, score=score,
+                make_optimizer=user_optimizer(recipe), split=_inputs_targets, costs=FIXED if fixed else None,
+            )  # fmt: skip
+            rows = [row for row in advice.rows if row["keep"] in KEEPS]
+            out[score] = {
+                "batch": advice.batch,
+                "tau": advice.tau,
+                "score_share": advice.score_share,
+                "costs": asdict(advice.costs),
+                "speedup": {str(row["keep"]): row["speedup"] for row in rows if not row["cache"]},
+                "speedup_cached": {str(row["keep"]): row["speedup"] for row in rows if row["cache"]},
+                "recommendation": advice.recommendation,
+            }
+        return out
+
+    return inspect
+
+
+def run_suite(name: str, out: Path, smoke: bool, fixed: bool, info: dict[str, Any]) -> None:
+    """The plain run of suite ``name`` per seed, with ``advise`` at ``POINTS``; appended to ``out/<name>/runs.jsonl``
+    (a rerun continues)."""
+    samples, family, noise, epochs = SUITES[name]
+    seeds = SEEDS
+    if smoke:
+        samples, epochs, seeds = SMOKE["samples"], SMOKE["epochs"], SMOKE["seeds"]
+    folder = out / name
+    folder.mkdir(parents=True, exist_ok=True)
+    data = dataset(samples, noise=noise)
+    user = replace(BASELINE, name="user")  # the user's recipe: RECIPES[family], batch B, no selection
+
+    def job(seed: int) -> Job:
+        def run() -> dict[str, Any]:
+            inspect = advisor(data, family, seed, fixed)
+            record = train_run(
+                data, user, family=family, epochs=epochs, seed=seed, evals=8, clock=cpu_clock,
+                inspect=inspect, inspect_at=POINTS,
+            )  # fmt: skip
+            record.update(suite=name, samples=samples, noise=noise, fixed_costs=fixed, time=time.time())
+            return record
+
+        return Job(("user", seed), run)
+
+    def line(r: dict[str, Any]) -> None:
+        said = ", ".join(
+            f"{i['at']:.2f}: {i['loss']['speedup']['0.25']:.2f}x/{i['gradnorm']['speedup']['0.25']:.2f}x"
+            for i in r["inspections"]
+        )
+        print(f"{name} seed={r['seed']} acc={r['accuracy']:.4f} s={r['seconds']:.1f} keep 0.25 loss/gradnorm {said}")
+
+    run_loop((job(seed) for seed in seeds), folder / "runs.jsonl", lambda r: (r["arm"], r["seed"]), log=line)
+    settings = {"points": POINTS, "keeps": KEEPS, "scores": SCORES, "steps": STEPS, "fixed_costs": fixed}
+    (folder / "machine.json").write_text(json.dumps({**machine(), "suite": name, **info, **settings}, indent=2))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a stage of the calibration benchmark (see the module docstring); returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks calibration",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("stage", choices=["all", "run", "report"])
+    parser.add_argument("suite", nargs="?", choices=sorted(SUITES), help="the suite ('run' only)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default results/calibration)")
+    measured = "the recorded results read (default benchmarks/results: auto/, time_to_accuracy/)"
+    parser.add_argument("--measured", type=Path, default=RESULTS.parent, help=measured)
+    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 2 epochs, one seed")
+    parser.add_argument("--fixed-costs", action="store_true", help="advise prices with a fixed cost table (FE)")
+    args = parser.parse_args(argv)
+    from .report import report
+
+    if args.stage == "report":
+        report(args.out, args.measured)
+        return 0
+    info = setup()
+    started = time.time()
+    names = list(SUITES) if args.stage == "all" else [args.suite]
+    if names == [None]:
+        parser.error("run needs a suite: one of " + ", ".join(sorted(SUITES)))
+    for name in names:
+        run_suite(name, args.out, args.smoke, args.fixed_costs, info)
+    if args.stage == "all":
+        report(args.out, args.measured, wall_seconds=time.time() - started)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
