@@ -175,9 +175,55 @@ def test_auto_benchmark_smoke(tmp_path):
         assert (tmp_path / "report" / "decisions.png").stat().st_size > 0
 
 
+@pytest.mark.slow
+def test_calibration_smoke(tmp_path):
+    """One table: every fixed arm and the small-batch control, predicted beside measured. Known answers that read no
+    clock: with the fixed cost table, each prediction is ``shrink_speedup`` of the recorded tau; "integrated" is the
+    mean of the four points; and advise leaves the plain run exactly as a run without it."""
+    from benchmarks.harness.arms import BASELINE
+    from benchmarks.harness.data import dataset
+    from benchmarks.harness.train import train_run
+    from sbdata.auto import CostTable, shrink_speedup
+
+    run("calibration", "all", "--smoke", "--fixed-costs", "--out", str(tmp_path))
+    table = (tmp_path / "report" / "table.md").read_text()
+    header = next(line for line in table.splitlines() if line.startswith("| suite"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    assert columns[2] == "arm" and columns[4:9] == ["predicted: start", "25%", "50%", "75%", "integrated"]
+    assert columns[9].startswith("measured: mean") and columns[11] == "predicted / measured"
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[4:] if line.startswith("|")]
+    assert all(len(row) == len(columns) for row in rows)
+    for suite in ("cnn100k", "mlp100k", "noisy100k"):
+        arms = {row[2]: row for row in rows if row[0] == suite}
+        assert {"topk-0.25", "random-0.25", "importance-0.25", "importance-gradnorm-0.25"} <= set(arms)
+        if suite != "noisy100k":  # the noisy time-to-accuracy suite has no small-batch control
+            assert arms["baseline-small-batch"][4] == "not priced: the estimate has no small-batch term"
+        summary = json.loads((tmp_path / suite / "summary.json").read_text())
+        for row in summary["rows"]:
+            if row["predicted"] is not None:
+                assert row["integrated"] == pytest.approx(sum(row["predicted"]) / 4)
+            if row["measured_mean"] is None and row["ratio"] is None and not row["measured_missing"]:
+                assert "never" in arms[row["arm"]][9]
+        (record,) = [json.loads(line) for line in (tmp_path / suite / "runs.jsonl").read_text().splitlines()]
+        assert [i["at"] for i in record["inspections"]] == [0.0, 0.25, 0.5, 0.75]
+        for point in record["inspections"]:
+            for score in ("loss", "gradnorm"):
+                got = point[score]
+                for keep, speedup in got["speedup"].items():
+                    expected = shrink_speedup(got["tau"], float(keep), got["batch"], CostTable.forward_equivalents())
+                    assert speedup == pytest.approx(expected, rel=1e-12)
+    samples, family, noise, epochs = 2000, "cnn", 0.0, 2
+    plain = train_run(dataset(samples, noise=noise), BASELINE, family=family, epochs=epochs, seed=0, evals=8)
+    (record,) = [json.loads(line) for line in (tmp_path / "cnn100k" / "runs.jsonl").read_text().splitlines()]
+    assert record["accuracy"] == plain["accuracy"]  # advise on the live model changed nothing in the run
+
+
 # ----------------------------------------------------------------- the layout: one harness, folders that share nothing
 BENCHMARKS = ROOT / "benchmarks"
-FOLDERS = {"time_to_accuracy", "throughput", "overhead", "lm", "auto", "pruning", "cache_timing", "streaming", "gpu"}
+FOLDERS = {
+    "time_to_accuracy", "throughput", "overhead", "lm", "auto", "pruning", "cache_timing", "streaming", "gpu",
+    "calibration",
+}  # fmt: skip
 
 
 def benchmark_folders() -> set[str]:
