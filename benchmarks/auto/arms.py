@@ -19,7 +19,7 @@ from benchmarks.harness.arms import OwnRecipe, Probe
 from benchmarks.harness.data import ShuffledBatches
 from benchmarks.harness.models import MODELS, RECIPES
 
-HISTORY = 100_000  # decisions kept by the auto arms: the whole run, for the decisions plot
+DECISIONS_KEPT = 100_000  # decisions kept by the auto arms: the whole run, for the decisions plot
 
 
 def _inputs_targets(batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -67,7 +67,7 @@ class SelectArm(OwnRecipe):
         source = ShuffledBatches(split.fields(), self.batch, seed)
         if self.policy is None:
             return source, Probe(len(source))
-        keep = Auto(history=HISTORY) if self.keep == "auto" else self.keep
+        keep = Auto(decisions_kept=DECISIONS_KEPT) if self.keep == "auto" else self.keep
         loader = SBLoader(
             source, model, F.cross_entropy, keep=keep, policy=self.policy, score=self.score,
             return_weights=self.weighted, generator=seed, nan_policy="keep", split=_inputs_targets,

@@ -135,7 +135,7 @@ class LMArm:
         loader = SBLoader(
             source,
             model,
-            keep=Auto(history=100_000) if self.keep == "auto" else self.keep,
+            keep=Auto(decisions_kept=100_000) if self.keep == "auto" else self.keep,
             policy=policy,
             score=self.score,
             return_weights=self.weighted,

@@ -179,7 +179,7 @@ class StatsTracker:
         dropped_sum = all_sum - kept_sum
         dropped = seen - kept
         return SBStats(
-            **self.counts(),
+            **{name: getattr(self, name) for name in self._COUNTERS},
             mean_loss_kept=kept_sum / kept if kept else math.nan,
             mean_loss_dropped=dropped_sum / dropped if dropped else math.nan,
             scoring_seconds=self.scoring_seconds,
