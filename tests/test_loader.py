@@ -48,8 +48,33 @@ def flat_view(form: str, out):
         assert isinstance(out, Sample)
         return ids_of(out), [[int(k[1:]) for k in out.key]]
     (x, extra), _y = out
-    assert isinstance(extra["keys"], KeptColumn) and type(extra["keys"].values()) is tuple
+    assert type(extra["keys"]) is tuple  # a tuple column arrives as a tuple
     return ids_of((x,)), [extra["ids"].tolist(), [int(k[1:]) for k in extra["keys"]]]
+
+
+def test_a_column_arrives_as_the_type_it_came_in_and_lazily_only_when_asked():
+    """WebDataset keys and raw text work wherever their source did: json.dumps, a tokenizer's isinstance check,
+    ``keys + more`` and torchdata-style ``type(a) is type(b)`` comparisons; ``lazy_columns=True`` gives the
+    zero-synchronisation KeptColumn instead."""
+    import json
+
+    def batch(ids):
+        return {
+            "input": torch.tensor([[float(i), 0.0] for i in ids]),
+            "target": torch.zeros(len(ids), dtype=torch.long),
+            "__key__": [f"k{i}" for i in ids],
+            "text": tuple(f"text {i}" for i in ids),
+        }
+
+    [out] = SBLoader([batch(range(4))], OracleModel(LOSSES), ce, keep=0.5)
+    hardest = sorted(sorted(range(4), key=lambda i: -LOSSES[i])[:2])  # top-k keeps batch order
+    assert type(out["__key__"]) is list and out["__key__"] == [f"k{i}" for i in hardest]
+    assert type(out["text"]) is tuple and out["text"] == tuple(f"text {i}" for i in hardest)
+    assert json.loads(json.dumps(out["__key__"])) == out["__key__"]
+    assert isinstance(out["text"], (list, tuple)) and out["__key__"] + ["more"] == [*out["__key__"], "more"]
+    [lazy] = SBLoader([batch(range(4))], OracleModel(LOSSES), ce, keep=0.5, lazy_columns=True)
+    assert isinstance(lazy["__key__"], KeptColumn) and lazy["__key__"] == out["__key__"]
+    assert type(lazy["text"].values()) is tuple and lazy["text"].values() == out["text"]
 
 
 @pytest.mark.parametrize("form", ["tuple", "dict", "namedtuple", "nested"])

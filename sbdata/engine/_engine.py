@@ -84,6 +84,7 @@ class SelectionEngine:
         cache: LossCache | None = None,
         sync: SyncMode = "local",
         process_group: Any = None,
+        lazy_columns: bool = False,
     ) -> None:
         settings = as_auto(keep)
         keep, keep_given = _options.check_engine_options(model, keep, schedule, batch_size, drop_last)
@@ -118,6 +119,7 @@ class SelectionEngine:
             sync=sync,
             tracker=self.tracker,
             lockstep=self._lockstep,
+            lazy_columns=lazy_columns,
         )
         self.policy: SelectionPolicy = self.sb_step.policy
         self.batch_size = batch_size
