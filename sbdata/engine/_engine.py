@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from sbdata._util import model_device
+from sbdata._util import flush_deferred_warnings, model_device
 from sbdata.auto import as_auto
 from sbdata.cache import LossCache
 from sbdata.distributed import in_job, joined_late, make_lockstep, scoring_module
@@ -175,6 +175,11 @@ class SelectionEngine:
         return self.emitter.held_samples
 
     @property
+    def fixed_keep(self) -> float | None:
+        """The share every SB step keeps, or None with ``keep="auto"`` (the controller chooses it as it goes)."""
+        return None if self.controller is not None else self.sb_step.keep
+
+    @property
     def cache(self) -> LossCache | None:
         """The :class:`~sbdata.LossCache` the SB step reads and ``observe`` writes, or None."""
         return self.sb_step.cache
@@ -232,6 +237,7 @@ class SelectionEngine:
             StopIteration: when ``source`` is exhausted and everything held has been emitted; under
                 ``torch.distributed``, when that is so on any rank (see :class:`~sbdata.distributed.Lockstep`).
         """
+        flush_deferred_warnings()  # warned in a backward thread: now, at the user's line that asked for a batch
         if self.controller is not None and self.controller.meter is not None:
             self.controller.meter.requested()  # the training step on the last output ended
         try:
@@ -258,6 +264,7 @@ class SelectionEngine:
 
         Unlike :meth:`next_output`, a batch from which nothing was kept comes back empty rather than skipped.
         """
+        flush_deferred_warnings()
         if self.pool is not None:
             raise ValueError("process() yields one batch per loader batch; it cannot serve the pooled batch_size= path")
         if self.controller is not None and self.controller.meter is not None:
