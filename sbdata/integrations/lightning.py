@@ -97,9 +97,10 @@ def _refuse_read_ahead(sb: SBLoader, module: pl.LightningModule) -> None:
             return  # training_step pulls each batch itself: no prefetch
         raise ValueError(
             f"Lightning prefetches one batch from a training loader without len() ({error}), so selection would "
-            "score every batch with weights one step old and checkpoints would miss the prefetched batch: drop "
-            "batch_size= and use a fixed-count policy (topk, rank, random) over a loader with len(), or write "
-            "training_step(self, dataloader_iter) and call next(dataloader_iter) in it"
+            "score every batch with weights one step old and checkpoints would miss the prefetched batch: make "
+            "len() known (a fixed-count policy such as topk, rank, random or importance over a DataLoader; with "
+            "batch_size=, no trainer_schedule), or write training_step(self, dataloader_iter) and call "
+            "next(dataloader_iter) in it"
         ) from None
 
 
