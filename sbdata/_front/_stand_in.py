@@ -130,7 +130,8 @@ def pooled_batches_per_epoch(loader: Any, keep: float, batch_size: int, drop_las
     ``keep_count(keep, B)`` of each SB step's ``B`` samples and a plain step all of them.
 
     Exact for a loader whose batches are cut by torch's ``BatchSampler`` from a sampler with ``len()`` (a
-    ``DataLoader`` with ``batch_size=``, any sampler, ``DistributedSampler`` included).
+    ``DataLoader`` with ``batch_size=``, any sampler, ``DistributedSampler`` included), and for Accelerate's
+    ``BatchSamplerShard`` with ``even_batches`` (its default; every process gets full batches).
 
     Args:
         loader: the wrapped loader.
@@ -142,17 +143,31 @@ def pooled_batches_per_epoch(loader: Any, keep: float, batch_size: int, drop_las
     Raises:
         TypeError: for a loader whose batch sizes cannot be known before the epoch, naming the fix.
     """
-    batch_sampler = getattr(loader, "batch_sampler", None)
-    if type(batch_sampler) is not BatchSampler or not hasattr(batch_sampler.sampler, "__len__"):
-        raise TypeError(
-            f"with batch_size= the batches per epoch depend on the size of every loader batch, which this "
-            f"{type(loader).__name__} does not show (no torch BatchSampler over a sampler with len()): count the "
-            "batches as you go, or drop batch_size= (then len() is the loader's)"
-        )
-    sampler: Any = batch_sampler.sampler
-    samples, per_batch = len(sampler), batch_sampler.batch_size
-    sizes = [per_batch] * (samples // per_batch)
-    if samples % per_batch and not batch_sampler.drop_last:
-        sizes.append(samples % per_batch)
+    sizes = _batch_sizes(loader)
     kept = sum(keep_count(keep, size) if active(i) else size for i, size in enumerate(sizes))
     return kept // batch_size if drop_last else math.ceil(kept / batch_size)
+
+
+def _batch_sizes(loader: Any) -> list[int]:
+    """The size of every batch of one epoch of ``loader``, known without iterating it.
+
+    Raises:
+        TypeError: for a loader whose batch sizes cannot be known before the epoch, naming the fix.
+    """
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    if type(batch_sampler).__name__ == "BatchSamplerShard":  # Accelerate's, several processes (by name: no import)
+        shard: Any = batch_sampler
+        if not shard.split_batches and shard.even_batches and shard.batch_size is not None:
+            return [shard.batch_size] * len(shard)  # every process gets full batches, looping back at the end
+    elif type(batch_sampler) is BatchSampler and hasattr(batch_sampler.sampler, "__len__"):
+        sampler: Any = batch_sampler.sampler
+        samples, per_batch = len(sampler), batch_sampler.batch_size
+        sizes = [per_batch] * (samples // per_batch)
+        if samples % per_batch and not batch_sampler.drop_last:
+            sizes.append(samples % per_batch)
+        return sizes
+    raise TypeError(
+        f"with batch_size= the batches per epoch depend on the size of every loader batch, which this "
+        f"{type(loader).__name__} does not show (no torch BatchSampler over a sampler with len(), nor Accelerate's "
+        "even shards): count the batches as you go, or drop batch_size= (then len() is the loader's)"
+    )

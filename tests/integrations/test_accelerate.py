@@ -246,3 +246,17 @@ def test_the_generator_warning_names_the_users_save_state_line(tmp_path):
     assert warning.filename == __file__
     with open(__file__) as source:
         assert "the user's line" in source.read().splitlines()[warning.lineno - 1]
+
+
+@pytest.mark.parametrize("n", [32, 30, 26])
+def test_len_of_a_pool_over_accelerates_even_shards_is_the_batches_yielded(n):
+    """Under several processes a prepared loader deals batches through a BatchSamplerShard that loops back to give
+    every process full batches (even_batches): len() of a pool counts them, so a public script's
+    len(train_dataloader) is exact. Here rank 0 of 2, built as prepare builds it."""
+    from accelerate.data_loader import BatchSamplerShard
+    from torch.utils.data import BatchSampler, SequentialSampler
+
+    data = TensorDataset(torch.randn(n, 2), torch.zeros(n, dtype=torch.long))
+    shard = BatchSamplerShard(BatchSampler(SequentialSampler(data), 4, drop_last=False), num_processes=2)
+    sb = SBLoader(DataLoader(data, batch_sampler=shard), nn.Linear(2, 2), F.cross_entropy, keep=0.5, batch_size=3)
+    assert len(sb) == len(list(sb)) == len(list(sb))  # 2 kept of every full batch of 4, in batches of 3

@@ -158,6 +158,7 @@ class Counting(Tiny):
         return super().training_step(batch, batch_idx)
 
 
+@pytest.mark.filterwarnings("ignore:You requested to overfit")  # Lightning's own, before sbdata stops it
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_overfit_batches_keeps_selection_or_stops_naming_shuffle_false(shuffle):
     """Lightning's overfit_batches rebuilds a shuffling training loader from its dataset (which would drop
