@@ -202,6 +202,35 @@ class SBLoader(EngineFront):
         """The wrapped loader's ``num_workers`` (0 if it has none): selection itself runs in this process."""
         return int(getattr(self.loader, "num_workers", 0))
 
+    def finish_spent_epoch(self) -> bool:
+        """End a loaded epoch that has nothing left, so that the next pass begins the next epoch.
+
+        A state saved after its epoch's last batch (before the loop saw the epoch end) continues that epoch, which
+        has nothing more to yield; a trainer that counts the epoch as done (Lightning, the public Accelerate
+        scripts' ``resume_step == 0``) asks for the next one instead. A restored stateful loader starts its next
+        epoch itself; a loader without state is re-iterated to its end first, which moves its sampler's generator
+        on as the uninterrupted run's last ``iter()`` did.
+
+        Returns:
+            Whether the loaded epoch was spent (and is now ended).
+        """
+        engine = self.engine
+        spent = (
+            engine.continues_saved_epoch
+            and engine.pool is None
+            and engine.outputs_ready == 0
+            and isinstance(self.loader, Sized)
+            and engine.source_position >= len(self.loader)
+        )
+        if not spent:
+            return False
+        if self._loader_restored:
+            engine.end_saved_epoch()
+            return True
+        for _ in SBLoader.__iter__(self):  # this class's pass: a subclass's __iter__ may call this method
+            raise RuntimeError("a spent saved epoch yielded a batch; please report this as an sbdata bug")
+        return True
+
     def set_epoch(self, epoch: int) -> None:
         """Pass ``set_epoch`` on to the wrapped loader, or its sampler, batch sampler and dataset."""
         set_epoch_on(self.loader, epoch)

@@ -209,6 +209,11 @@ class SelectionEngine:
         """Whether the next :meth:`start_pass` continues a loaded state's epoch (it had not ended)."""
         return self._passes.continues_saved_epoch
 
+    def end_saved_epoch(self) -> None:
+        """End a loaded state's epoch without another pass over it (its source was restored at the epoch's end and
+        nothing is held): the next :meth:`start_pass` begins the next epoch."""
+        self._passes.pass_finished = True
+
     def start_pass(self, source_restored: bool = False) -> bool:
         """Begin a pass over the source; every front end calls this once per pass, after any ``load_state_dict``.
 

@@ -25,7 +25,6 @@ replays), it gives the sampler one, seeded from ``torch.initial_seed()``, so tha
 
 from __future__ import annotations
 
-from collections.abc import Sized
 from pathlib import Path
 from typing import Any
 
@@ -77,13 +76,6 @@ def _seed_the_shuffle(loader: Any) -> None:
         base.generator = made
 
 
-def _finish_spent_epoch(sb: SBLoader) -> None:
-    """Finish a loaded epoch that has nothing left (saved after its last batch), so that the next pass begins the
-    next epoch, as the script expects; re-iterating the loader moves its sampler on as the uninterrupted run did."""
-    for _ in sb:
-        raise RuntimeError("a spent saved epoch yielded a batch; please report this as an sbdata bug")
-
-
 def resume_in_place(sb: SBLoader, num_batches: int) -> SBLoader:
     """``accelerator.skip_first_batches(sb, num_batches)`` for a wrapped loader: ``sb`` itself, whose loaded state
     continues the epoch exactly, after checking that it stands ``num_batches`` batches into it.
@@ -103,10 +95,9 @@ def resume_in_place(sb: SBLoader, num_batches: int) -> SBLoader:
     if engine.pool is not None:
         return sb  # pooled batches do not map to loader batches: the loaded state alone says where the epoch is
     done = engine.epoch_step
-    spent = isinstance(sb.loader, Sized) and done >= len(sb.loader) and engine.outputs_ready == 0
-    if num_batches == 0 and spent:
-        _finish_spent_epoch(sb)
-    elif done != num_batches:
+    if num_batches == 0 and sb.finish_spent_epoch():
+        return sb  # saved after the epoch's last batch: the script resumes at the next epoch's start
+    if done != num_batches:
         raise RuntimeError(
             f"skip_first_batches(sb, {num_batches}) resumes {num_batches} batches into the epoch, but the loaded "
             f"selection state was saved after {done}: load the checkpoint that the script's resume_step was "

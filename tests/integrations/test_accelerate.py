@@ -260,3 +260,34 @@ def test_len_of_a_pool_over_accelerates_even_shards_is_the_batches_yielded(n):
     shard = BatchSamplerShard(BatchSampler(SequentialSampler(data), 4, drop_last=False), num_processes=2)
     sb = SBLoader(DataLoader(data, batch_sampler=shard), nn.Linear(2, 2), F.cross_entropy, keep=0.5, batch_size=3)
     assert len(sb) == len(list(sb)) == len(list(sb))  # 2 kept of every full batch of 4, in batches of 3
+
+
+@pytest.mark.parametrize("stateful", [False, True], ids=["default", "use_stateful_dataloader"])
+def test_a_checkpoint_after_an_epochs_last_batch_resumes_at_the_next_epoch(tmp_path, stateful):
+    """The public script saves inside its loop, after the epoch's last batch, and resumes with resume_step == 0 at
+    the next epoch: skip_first_batches(sb, 0) ends the spent epoch, so the next pass is the next epoch (for the
+    default loader, the uninterrupted run's very batches; a stateful loader starts its own next epoch)."""
+    from accelerate import Accelerator, DataLoaderConfiguration
+
+    from sbdata.integrations.accelerate import wrap
+
+    def build():
+        config = DataLoaderConfiguration(use_stateful_dataloader=stateful)
+        accelerator = Accelerator(cpu=True, dataloader_config=config)
+        x = torch.randn(32, 2, generator=torch.Generator().manual_seed(0))
+        data = TensorDataset(x, torch.zeros(32, dtype=torch.long), torch.arange(32))
+        model, loader = accelerator.prepare(nn.Linear(2, 2), DataLoader(data, batch_size=4, shuffle=True))
+        return accelerator, wrap(accelerator, loader, model, F.cross_entropy, keep=0.5)
+
+    accelerator, sb = build()
+    for index, _ in enumerate(sb):
+        if index == 7:  # the epoch's last batch
+            accelerator.save_state(tmp_path / "ckpt")
+    following = [batch[2].tolist() for batch in sb]
+    accelerator, resumed = build()
+    accelerator.load_state(tmp_path / "ckpt")
+    assert accelerator.skip_first_batches(resumed, 0) is resumed
+    got = [batch[2].tolist() for batch in resumed]
+    assert len(got) == 8 and resumed.engine.epoch == 1
+    if not stateful:
+        assert got == following
