@@ -279,10 +279,17 @@ def test_a_checkpoint_after_an_epochs_last_batch_resumes_at_the_next_epoch(tmp_p
         model, loader = accelerator.prepare(nn.Linear(2, 2), DataLoader(data, batch_size=4, shuffle=True))
         return accelerator, wrap(accelerator, loader, model, F.cross_entropy, keep=0.5)
 
+    import warnings
+
     accelerator, sb = build()
-    for index, _ in enumerate(sb):
-        if index == 7:  # the epoch's last batch
-            accelerator.save_state(tmp_path / "ckpt")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for index, _ in enumerate(sb):
+            if index == 7:  # the epoch's last batch
+                accelerator.save_state(tmp_path / "ckpt")
+    # torch's RandomSampler under a StatefulDataLoader: its generator is not in the loader's state (torchdata's)
+    said = [w for w in record if "is not stateful" in str(w.message)]
+    assert [w.filename for w in said] == ([__file__] if stateful else [])
     following = [batch[2].tolist() for batch in sb]
     accelerator, resumed = build()
     accelerator.load_state(tmp_path / "ckpt")
