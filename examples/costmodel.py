@@ -18,7 +18,7 @@ and predicts the seconds of one loader batch of B samples as
 - with a loss cache: ``score[bucket]`` averaged over the scoring sizes the run used, in place of ``score[B]``.
 
 An epoch costs ``ceil(N / B)`` loader batches. Timings are medians over calls interleaved one by one after a
-warm-up; use one torch thread and, for stable numbers, the allocator pinning of ``benchmarks/_timing.py``.
+warm-up; use one torch thread and, for stable numbers, the allocator pinning of ``benchmarks/harness/timing.py``.
 """
 
 from __future__ import annotations

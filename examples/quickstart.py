@@ -3,18 +3,18 @@
     python examples/quickstart.py            # about a minute on 2 CPU cores
     python examples/quickstart.py --small    # a few seconds (what the tests run)
 
-Every arm starts from the same weights and sees the samples in the same order. The SB arm trains only on the
-hardest ``keep`` share of each batch, chosen by one no-grad scoring forward; "SB + LossCache(2)" does the same but
-reuses a sample's loss for up to two epochs (refreshed for free by the training step's own losses, ``observe``)
-instead of rescoring it. The controls train without selection for fewer epochs, at about the seconds an SB arm
-took: the baseline, which says whether selection beat simply training less, and the baseline at the batch size SB
-trains on (``keep * B``), which takes as many optimizer steps per trained sample as SB and so says how much of SB's
-gain is merely "more, smaller steps" (``benchmarks/README.md`` finds that this explains most of fresh scoring's gain
-for this model). Their epochs come from a calibrated cost model (``costmodel.py``): a few seconds at the start time
-a training step and a scoring forward at each batch size on this machine, which predict each arm's seconds. The
-table compares the arms on test accuracy, the share of samples that reached the backward pass, the predicted and
-the measured seconds, and, machine-free, forward-equivalents (a scoring forward counts 1 per sample, a training
-step 3 per sample).
+Every arm starts from the same weights and sees the samples in the same order. The SB arm trains only on the hardest
+``keep`` share of each batch, chosen by one no-grad scoring forward; "SB + LossCache(2)" does the same but reuses a
+sample's loss for up to two epochs (refreshed for free by the training step's own losses, ``observe``) instead of
+rescoring it. The controls train without selection for fewer epochs, at about the seconds an SB arm took: the
+baseline, which says whether selection beat simply training less, and the baseline at the batch size SB trains on
+(``keep * B``), which takes as many optimizer steps per trained sample as SB and so says how much of SB's gain is
+merely "more, smaller steps" (``benchmarks/time_to_accuracy/README.md`` finds that this explains most of fresh
+scoring's gain for this model). Their epochs come from a calibrated cost model (``costmodel.py``): a few seconds at
+the start time a training step and a scoring forward at each batch size on this machine, which predict each arm's
+seconds. The table compares the arms on test accuracy, the share of samples that reached the backward pass, the
+predicted and the measured seconds, and, machine-free, forward-equivalents (a scoring forward counts 1 per sample, a
+training step 3 per sample).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ class SBCollator(EngineFront):
     The scoring pass must see the live model, so the DataLoader must collate in the training process
     (``num_workers=0``); in a worker process the model is a stale copy and calling the collator raises. With
     workers, wrap the DataLoader in :class:`~sbdata.SBLoader` instead. Each call is one loader batch on the
-    schedule's clock. The pooled ``batch_size=`` path needs an iterator front end and is not available here.
+    schedule's step count. The pooled ``batch_size=`` path needs an iterator front end and is not available here.
 
     Args:
         model: the live model being trained.

@@ -40,7 +40,7 @@ def _sb_select(selected: Iterator[Any]) -> Iterator[Any]:
 class SelectStage(EngineFront):
     """The stage :func:`sb_select` returns: call it on an iterator of batches to get the selected batches.
 
-    Each call is one epoch of its input on the engine's clock. It holds the engine, so the selection state can be
+    Each call is one epoch of its input in the engine's step count. It holds the engine, so the selection state can be
     checkpointed with :meth:`state_dict` next to the model's. After :meth:`load_state_dict`, the next call
     continues the saved epoch (queued and pooled samples first, then the new input); restoring the input's
     position is the input's job: a source that restarts from its beginning should skip :attr:`resume_skip`

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -96,6 +97,10 @@ class LossCache:
     time. A :class:`~sbdata.PruningSampler` merging the ranks' caches picks each sample's entry by its recorded
     time: in ``"scored"`` mode a rank's observed loss may give way to another rank's older one, scored more recently.
 
+    **A warm cache** (:meth:`warm_start`) carries the entries of an earlier run's cache (its ``state_dict``, e.g. from
+    that run's checkpoint) into a new run by stable sample ids, so that retraining on data the model mostly knows
+    skips the known samples' scoring forwards until their losses are ``staleness`` epochs old in the new run.
+
     Args:
         staleness: how old (in ``unit``) a cached loss may be and still be used, >= 0. 0 reuses only losses from the
             same epoch (or step). Default 1.
@@ -143,6 +148,7 @@ class LossCache:
         elif capacity is not None:
             self._table = KeyedTable(capacity)
         self._largest = 0  # the largest batch looked up: the bucket grid
+        self._origin = 0  # the cache's own time at the run's time 0: past a warm start, after the carried entries
 
     @property
     def dense(self) -> bool:
@@ -183,7 +189,7 @@ class LossCache:
         table.land(wait=False)
         host = table.host_ids(ids)
         measured, index = table.locate(host)
-        positions, stale = self._plan(measured, now)
+        positions, stale = self._plan(measured, now + self._origin)
         scored = table.claim(host, positions)
         losses = table.loss.index_select(0, index)
         return CacheLookup(losses, upload(positions, table.device), positions.shape[0], stale, (index, scored))
@@ -192,7 +198,7 @@ class LossCache:
         """Record the losses just scored for ``lookup.positions``."""
         index, scored = lookup.handle
         self._table.loss.index_copy_(0, index.index_select(0, lookup.positions), fresh.to(torch.float32))
-        self._table.stamp(scored, now)
+        self._table.stamp(scored, now + self._origin)
 
     def observe(self, ids: Any, losses: torch.Tensor, now: int, *, restamp: bool | None = None) -> None:
         """Record per-sample losses computed elsewhere (e.g. by the training step), detached, with no sync.
@@ -210,6 +216,7 @@ class LossCache:
         """
         losses = losses.detach().to(self._table.device, torch.float32)
         restamps = self.refresh == "observed" if restamp is None else restamp
+        now = now + self._origin
         if isinstance(ids, KeptColumn) and not ids.resolved:  # kept keys: indices on the device, nothing read now
             self._table.observe_kept(ids, losses, now, restamps)
         elif isinstance(ids, KeptColumn):
@@ -241,6 +248,7 @@ class LossCache:
             "staleness": self.staleness,
             "unit": self.unit,
             "refresh": self.refresh,
+            "origin": self._origin,
             **self._table.state_dict(),
         }
 
@@ -263,7 +271,97 @@ class LossCache:
         if state["loss"].shape != shape:
             raise ValueError(f"saved cache has {state['loss'].shape[0]} entries but this one has {shape[0]}")
         self._table.load_state_dict(state)
-        self._largest = int(state.get("largest", 0))
+        self._largest = int(state["largest"])
+        self._origin = int(state["origin"])
+
+    def warm_start(self, state: Mapping[str, Any], *, id_map: torch.Tensor | Sequence[int] | None = None) -> None:
+        """Carry an earlier run's cache into this new run (a warm cache; to continue the same run, use
+        :meth:`load_state_dict`). Call it before the run's first batch.
+
+        The carried entries keep their losses and their ages: the newest count as measured one ``unit`` before this
+        run's start, older ones as much older as they were. So with ``staleness=s`` a sample measured in the earlier
+        run's last epoch is reused in this run's first ``s`` epochs and scored again in epoch ``s`` (0-based), as the
+        option promises; with ``s=0`` it is scored again at once. This run's ``staleness`` and ``refresh`` apply;
+        the carried state may have been saved under others. A :class:`~sbdata.PruningSampler` over this cache reads
+        the carried entries as known losses from its first epoch on.
+
+        Args:
+            state: a :meth:`state_dict` of the earlier run's cache (``torch.load(..., weights_only=True)``).
+            id_map: dense layout only: for each carried id ``i`` (``0 <= i <`` the carried size), this run's id of the
+                same sample, or -1 to drop it; needed when the datasets differ (a mix of old and new data). A 1-D
+                integer tensor or sequence as long as the carried cache. Default None: ids carry as they are, and
+                the sizes must match. Keyed ids (e.g. ``__key__`` strings) always carry as they are.
+
+        Raises:
+            ValueError: if the layouts or units differ, if the dense sizes differ without an ``id_map`` (naming
+                both sizes), if ``id_map`` is malformed, or if this cache already holds a loss.
+        """
+        kind = "dense" if self.dense else "keyed"
+        carried_kind = str(state["layout"]).split(" ")[0]
+        if carried_kind != kind:
+            raise ValueError(f"the carried cache is {state['layout']!r} but this one is {self.layout!r}: a warm start "
+                             "carries entries between caches of one layout (dense ids or keys)")  # fmt: skip
+        if state["unit"] != self.unit:
+            raise ValueError(f"the carried cache counts ages in {state['unit']}s but this one in {self.unit}s: build "
+                             f"this LossCache with unit={state['unit']!r} to carry its entries")  # fmt: skip
+        self._table.land(wait=True)
+        if self._table.known():
+            raise ValueError("warm_start carries an earlier run's entries into an empty cache: call it before the "
+                             "run's first batch (to continue a run, use load_state_dict)")  # fmt: skip
+        if self.dense:
+            self._origin = self._warm_dense(state, id_map)
+        elif id_map is not None:
+            raise ValueError("id_map applies to a dense cache (size=N); keyed ids carry as they are")
+        else:
+            self._origin = self._warm_keyed(state)
+
+    def _warm_dense(self, state: Mapping[str, Any], id_map: torch.Tensor | Sequence[int] | None) -> int:
+        assert self.size is not None
+        loss, when = state["loss"].float().cpu(), state["when"].cpu().long()
+        carried = loss.shape[0]
+        if id_map is None:
+            if carried != self.size:
+                raise ValueError(
+                    f"the carried cache has size {carried} but this one has size {self.size}: pass id_map= (for "
+                    f"each of the {carried} carried ids, this run's id of the same sample, or -1 to drop it), or "
+                    "build the LossCache with the carried size if the dataset is the same"
+                )
+            mapping = torch.arange(carried)
+        else:
+            mapping = torch.as_tensor(id_map)
+            if mapping.dim() != 1 or mapping.shape[0] != carried or mapping.dtype.is_floating_point:
+                raise ValueError(f"id_map must be a 1-D integer sequence of the carried cache's {carried} ids, got "
+                                 f"shape {tuple(mapping.shape)} and dtype {mapping.dtype}")  # fmt: skip
+            mapping = mapping.long()
+            kept = mapping[mapping >= 0]
+            if bool((mapping < -1).any()) or bool((kept >= self.size).any()) or kept.unique().numel() != kept.numel():
+                raise ValueError(f"id_map must map carried ids to distinct ids in [0, {self.size}) or to -1 (drop)")
+        known = (when >= 0) & (mapping >= 0)
+        fresh_when = torch.full((self.size,), -1, dtype=torch.long)
+        fresh_loss = torch.zeros(self.size, dtype=torch.float32)
+        fresh_when[mapping[known]] = when[known]
+        fresh_loss[mapping[known]] = loss[known]
+        origin = int(when[known].max()) + 1 if bool(known.any()) else 0
+        table = self._table
+        table.load_state_dict({"loss": fresh_loss, "when": fresh_when.to(torch.int32)})
+        return origin
+
+    def _warm_keyed(self, state: Mapping[str, Any]) -> int:
+        assert self.capacity is not None
+        loss = state["loss"].float().cpu()
+        entries = [(key, int(slot), int(when)) for key, slot, when in state["slots"] if int(when) >= 0]
+        entries = entries[-self.capacity :]  # the most recently seen, if this cache holds fewer
+        fresh_loss = torch.zeros(self.capacity, dtype=torch.float32)
+        if entries:
+            fresh_loss[: len(entries)] = loss[torch.tensor([slot for _, slot, _ in entries])]
+        slots = [(key, slot, when) for slot, (key, _, when) in enumerate(entries)]
+        self._table.load_state_dict({"loss": fresh_loss, "slots": slots})
+        return max((when for _, _, when in entries), default=-1) + 1
+
+    def record_entries(self, ids: torch.Tensor, losses: torch.Tensor, when: int) -> None:
+        """Record entries read by :meth:`dense_entries` (this or another rank's cache), at the time it reported for
+        them: in the cache's own time, which a warm start shifts (``PruningSampler`` merges ranks through this)."""
+        self.observe(ids, losses, when - self._origin, restamp=True)
 
     def __repr__(self) -> str:
         layout = f"size={self.size}" if self.dense else f"capacity={self.capacity}"
@@ -274,7 +372,10 @@ class LossCache:
 
     def dense_entries(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Dense layout only: copies of every sample's last loss and of when it was measured (-1: never), both
-        ``(size,)`` on the cache's device (float32 and int32). One read for epoch-level decisions (pruning)."""
+        ``(size,)`` on the cache's device (float32 and int32). One read for epoch-level decisions (pruning).
+
+        The times are in the cache's own time (0 at the first run's start, never negative); record entries read
+        here back with :meth:`record_entries`, which takes that time."""
         if not isinstance(self._table, DenseTable):
             raise ValueError("dense_entries needs a dense LossCache (size=N); a keyed one has no index to read by")
         self._table.land(wait=True)  # observations whose ids are still on their way to the host

@@ -136,10 +136,10 @@ class SelectionEngine:
             model, self.device, self.schedule, self.sb_step, self.emitter, self.tracker, self._passes, self.controller
         )
 
-    # ----------------------------------------------------------------- clock
+    # ----------------------------------------------------------------- counts
     @property
     def step(self) -> int:
-        """Loader batches consumed over all epochs (the schedule's clock)."""
+        """Loader batches consumed over all epochs (what the schedule counts)."""
         return self._passes.step
 
     @property
@@ -168,6 +168,13 @@ class SelectionEngine:
         """The running statistics (with ``keep="auto"``, the controller's ``auto_*`` fields too)."""
         snapshot = self.tracker.snapshot()
         return snapshot if self.controller is None else dataclasses.replace(snapshot, **self.controller.stats())
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The integer fields of :attr:`stats` (``steps``, ``sb_steps``, ``samples_seen``, ``samples_scored``,
+        ``samples_reused``, ``samples_kept``, ``samples_yielded``), free to read every step: unlike :attr:`stats`,
+        nothing is summed and nothing synchronises."""
+        return self.tracker.counts()
 
     @property
     def held_samples(self) -> int:
@@ -283,7 +290,7 @@ class SelectionEngine:
 
         In the unpooled path a batch from which nothing was kept emits nothing, unless ``emit_empty``. ``active``
         overrides the schedule's decision (the lockstep passes the one all ranks agreed on); None asks it. The
-        batch is counted (clock and statistics) only once it has been processed: if scoring raises, it is not.
+        batch is counted (steps and statistics) only once it has been processed: if scoring raises, it is not.
         """
         self._intake.push(batch, emit_empty, active)
 
@@ -342,7 +349,7 @@ class SelectionEngine:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue exactly: clock, generator, policy, pool, queued outputs and stats.
+        """Everything needed to continue exactly: step counts, generator, policy, pool, queued outputs and stats.
 
         Loads with ``torch.load(..., weights_only=True)``: held batches are encoded (numpy fields included).
         """

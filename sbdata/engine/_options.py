@@ -42,7 +42,7 @@ __all__ = [
 LossFn: TypeAlias = Callable[..., torch.Tensor] | nn.Module
 """A per-sample loss: called as ``loss_fn(outputs, targets, reduction="none")``, or a loss module."""
 PolicyName: TypeAlias = Literal["topk", "rank", "random", "history", "importance"]
-"""The built-in policies by name (``sbdata.registry.POLICIES``)."""
+"""The built-in policies by name (``sbdata.policies.POLICIES``)."""
 PolicyArg: TypeAlias = PolicyName | SelectionPolicy
 """What ``policy=`` takes: a built-in policy's name or a :class:`~sbdata.SelectionPolicy` instance."""
 KeepArg: TypeAlias = float | Literal["auto"] | Auto | None

@@ -123,6 +123,9 @@ class SBStep:
         self.lockstep = lockstep
         self.lazy_columns = bool(lazy_columns)
         self.finite_check = FiniteCheck()
+        # Fixed per engine, read per loader batch (plain attributes: no call on the hot path):
+        self.reads_ids = id_key is not None  # a step needs the batch's ids, read before the device move
+        self.cache_unit = None if cache is None else cache.unit  # the cache's unit of age, or None without one
         if cache is not None:
             cache.bind(device)
         if self.return_weights and not self.policy.weighted:
@@ -151,16 +154,6 @@ class SBStep:
             raise ValueError(
                 f"id_key={self.id_key!r} is not in the batch ({found}); pass the key of the id field"
             ) from None
-
-    @property
-    def reads_ids(self) -> bool:
-        """Whether a step needs the batch's ids (an ``id_key`` is set): read before the device move, for free."""
-        return self.id_key is not None
-
-    @property
-    def cache_unit(self) -> str | None:
-        """The cache's unit of age (``"epoch"`` or ``"step"``), or None without a cache."""
-        return None if self.cache is None else self.cache.unit
 
     def probe_scorer(self, step: int) -> tuple[Callable[[Any], tuple[Any, Any]], Callable[..., torch.Tensor]]:
         """``(split, score)`` for scoring a batch that is yielded whole at loader batch ``step`` (``keep="auto"``'s

@@ -55,15 +55,15 @@ class Schedule:
 
     Window edges with ``start=0.5, end=0.9``: fraction 0.49 plain, 0.5 S, 0.89 S, 0.9 plain.
 
-    Without a clock (neither ``total_steps`` nor ``progress``) there is no window: ``Schedule()`` is always on,
-    and ``Schedule(interrupt=2)`` selects on every other batch. Passing ``start`` or ``end`` without a clock is an
-    error, since the window could never be evaluated.
+    Without a length of training (neither ``total_steps`` nor ``progress``) there is no window: ``Schedule()`` is
+    always on, and ``Schedule(interrupt=2)`` selects on every other batch. Passing ``start`` or ``end`` without one
+    is an error, since the window could never be evaluated.
 
     Args:
-        start: first training fraction, inclusive, in [0, 1]. Default 0.5 when a clock is given.
-        end: training fraction at which selection stops, exclusive, in [start, 1]. Default 0.9 when a clock is
+        start: first training fraction, inclusive, in [0, 1]. Default 0.5 when a length is given.
+        end: training fraction at which selection stops, exclusive, in [start, 1]. Default 0.9 when a length is
             given.
-        interrupt: every ``interrupt``-th batch of an epoch is plain; 0 never interrupts. Default 2 when a clock
+        interrupt: every ``interrupt``-th batch of an epoch is plain; 0 never interrupts. Default 2 when a length
             is given, 0 otherwise.
         total_steps: loader batches in the whole run, e.g. ``epochs * len(loader)``; >= 1.
         progress: zero-argument callable returning the training fraction in [0, 1]; excludes ``total_steps``.
@@ -87,17 +87,17 @@ class Schedule:
             raise ValueError(f"total_steps must be >= 1, got {total_steps}: pass epochs * len(loader)")
         if progress is not None and not callable(progress):
             raise TypeError(f"progress must be a zero-argument callable returning a fraction, got {progress!r}")
-        clocked = total_steps is not None or progress is not None
-        if not clocked and (start is not None or end is not None):
+        measured = total_steps is not None or progress is not None
+        if not measured and (start is not None or end is not None):
             raise ValueError(
-                f"Schedule(start={start}, end={end}) needs a clock to place the window: pass total_steps="
-                "epochs * len(loader) or progress=callable"
+                f"Schedule(start={start}, end={end}) needs the length of training to place the window: pass "
+                "total_steps=epochs * len(loader) or progress=callable"
             )
         self.start = 0.5 if start is None else float(start)
         self.end = 0.9 if end is None else float(end)
         if not 0.0 <= self.start <= 1.0 or not 0.0 <= self.end <= 1.0 or self.start > self.end:
             raise ValueError(f"need 0 <= start <= end <= 1, got start={self.start}, end={self.end}")
-        default_interrupt = 2 if clocked else 0
+        default_interrupt = 2 if measured else 0
         self.interrupt = default_interrupt if interrupt is None else interrupt
         if isinstance(self.interrupt, bool) or not isinstance(self.interrupt, int) or self.interrupt < 0:
             raise ValueError(f"interrupt must be an int >= 0 (0 = never interrupt), got {interrupt!r}")
@@ -105,7 +105,8 @@ class Schedule:
         self.progress = progress
 
     def fraction(self, step: int) -> float | None:
-        """Training fraction at loader batch ``step`` (0-based, over all epochs), or None without a clock."""
+        """Training fraction at loader batch ``step`` (0-based, over all epochs); None without a length of
+        training."""
         if self.progress is not None:
             value = float(self.progress())
             if not math.isfinite(value):
@@ -125,7 +126,7 @@ class Schedule:
         return should_selective_backprop(fraction, batch_idx, self.start, self.end, self.interrupt)
 
     def __repr__(self) -> str:
-        clock = f"total_steps={self.total_steps}" if self.progress is None else f"progress={self.progress!r}"
+        length = f"total_steps={self.total_steps}" if self.progress is None else f"progress={self.progress!r}"
         if self.total_steps is None and self.progress is None:
             return f"Schedule(interrupt={self.interrupt})"
-        return f"Schedule(start={self.start}, end={self.end}, interrupt={self.interrupt}, {clock})"
+        return f"Schedule(start={self.start}, end={self.end}, interrupt={self.interrupt}, {length})"

@@ -169,6 +169,10 @@ class StatsTracker:
         del unsummed[count:]
         self._unsummed = unsummed
 
+    def counts(self) -> dict[str, int]:
+        """The integer fields of :class:`SBStats` (steps and sample counts), read on the host: no loss sums."""
+        return {name: getattr(self, name) for name in self._COUNTERS}
+
     def snapshot(self) -> SBStats:
         self._sum()
         kept_sum, all_sum, kept, seen = [0.0] * 4 if self._loss_sums is None else self._loss_sums.tolist()

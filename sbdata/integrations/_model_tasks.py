@@ -46,7 +46,7 @@ def task_of(model: Any) -> str | None:
 
 
 def task_hooks(model: Any, options: dict[str, Any]) -> dict[str, Callable[..., Any]]:
-    """The adapter hooks for ``model``'s task, which ``options`` (the user's ``sb_options``) then override.
+    """The task hooks for ``model``'s task, which ``options`` (the user's ``sb_options``) then override.
 
     Raises:
         ValueError: for a model of no known task when ``options`` has no ``loss_fn``, naming the fix.
@@ -64,5 +64,5 @@ def task_hooks(model: Any, options: dict[str, Any]) -> dict[str, Callable[..., A
         f"SBTrainer cannot tell which per-sample loss fits a {type(model).__name__}: it knows causal language "
         "models (*ForCausalLM, *LMHeadModel), *ForSequenceClassification and *ForTokenClassification. Pass "
         'sb_options["loss_fn"] (with "split", "forward" and "reduce" as your batches need), e.g. '
-        "sb_options={**sbdata.adapters.causal_lm(), 'keep': 0.5} for a causal LM of your own"
+        "sb_options={**sbdata.tasks.causal_lm(), 'keep': 0.5} for a causal LM of your own"
     )

@@ -128,8 +128,8 @@ def wrap(
         accelerator: the ``Accelerator`` that trains.
         loader: a ``DataLoader`` already passed through ``accelerator.prepare`` (an unprepared one is prepared here).
         model: the prepared model being trained.
-        loss_fn: per-sample loss (see :class:`~sbdata.SBLoader`); may come in ``options`` from an adapter such as
-            ``**sbdata.adapters.causal_lm()``.
+        loss_fn: per-sample loss (see :class:`~sbdata.SBLoader`); may come in ``options`` from a task's hooks such as
+            ``**sbdata.tasks.causal_lm()``.
         **options: options of :class:`~sbdata.SelectionEngine`.
 
     Raises:
@@ -143,7 +143,7 @@ def wrap(
     if not _is_prepared(loader) and hasattr(loader, "batch_sampler"):
         loader = accelerator.prepare(loader)
     if loss_fn is None:
-        raise TypeError("pass loss_fn, the per-sample loss (or an adapter's hooks: **sbdata.adapters.causal_lm())")
+        raise TypeError("pass loss_fn, the per-sample loss (or a task's hooks: **sbdata.tasks.causal_lm())")
     _seed_the_shuffle(loader)  # several processes: Accelerate seeded the sampler; the loader's base seed remains
     sb = SBLoader(loader, model, loss_fn, **options)
     _hand_back_on_skip(accelerator, sb)

@@ -103,8 +103,8 @@ def sb_train_dataloader(
     Args:
         trainer: the ``Trainer`` that fits.
         loader: the training ``DataLoader`` (or any iterable with ``len()``).
-        loss_fn: per-sample loss; may come in ``options`` from an adapter (``**sbdata.adapters.causal_lm()``).
-        **options: options of :class:`~sbdata.SelectionEngine`; a :func:`trainer_schedule` is clocked by
+        loss_fn: per-sample loss; may come in ``options`` from a task's hooks (``**sbdata.tasks.causal_lm()``).
+        **options: options of :class:`~sbdata.SelectionEngine`; a :func:`trainer_schedule` is driven by
             ``trainer.global_step / trainer.estimated_stepping_batches``.
 
     Raises:
@@ -113,7 +113,7 @@ def sb_train_dataloader(
     module = trainer.lightning_module
     loader = _process_dataloader(trainer, TrainerFn.FITTING, RunningStage.TRAINING, loader)
     if loss_fn is None:
-        raise TypeError("pass loss_fn, the per-sample loss (or an adapter's hooks: **sbdata.adapters.causal_lm())")
+        raise TypeError("pass loss_fn, the per-sample loss (or a task's hooks: **sbdata.tasks.causal_lm())")
     total: list[float] = []
 
     def progress() -> float:
@@ -132,7 +132,7 @@ class SBDataModule(pl.LightningDataModule):
 
     Args:
         datamodule: the user's ``LightningDataModule``.
-        loss_fn: per-sample loss (or from an adapter in ``options``).
+        loss_fn: per-sample loss (or from a task's hooks in ``options``).
         **options: options of :class:`~sbdata.SelectionEngine`.
     """
 

@@ -6,9 +6,9 @@
     trainer.train()                              # or trainer.train(resume_from_checkpoint=True)
 
 It wraps the Trainer's own (prepared, sharded) training loader in an :class:`~sbdata.SBLoader` scored with the
-adapter of the model's task, read from its class (``*ForCausalLM``/``*LMHeadModel``: :func:`sbdata.adapters.causal_lm`;
-``*ForSequenceClassification``: :func:`~sbdata.adapters.sequence_classification`; ``*ForTokenClassification``:
-:func:`~sbdata.adapters.token_classification`) unless ``sb_options`` names other hooks; saves each rank's
+hooks of the model's task, read from its class (``*ForCausalLM``/``*LMHeadModel``: :func:`sbdata.tasks.causal_lm`;
+``*ForSequenceClassification``: :func:`~sbdata.tasks.sequence_classification`; ``*ForTokenClassification``:
+:func:`~sbdata.tasks.token_classification`) unless ``sb_options`` names other hooks; saves each rank's
 selection state in every checkpoint (``sbdata_rank{r}.pt``); and on ``resume_from_checkpoint`` continues the
 interrupted epoch exactly (the same later batches as the uninterrupted run), where the stock Trainer would try to
 rebuild the loader to skip batches. Gradient accumulation works unchanged (the Trainer fetches a window of
@@ -100,9 +100,9 @@ class SBTrainer(Trainer):
     Args:
         *args: arguments of ``transformers.Trainer``.
         sb_options: options of :class:`~sbdata.SelectionEngine` (``keep``, ``policy``, ``schedule``, ...), and
-            ``loss_fn``/``split``/``forward``/``reduce`` to replace the adapter of the model's task (picked from
-            its class: :func:`~sbdata.adapters.causal_lm`, :func:`~sbdata.adapters.sequence_classification` or
-            :func:`~sbdata.adapters.token_classification`); a model of another task needs ``loss_fn``. A
+            ``loss_fn``/``split``/``forward``/``reduce`` to replace the hooks of the model's task (picked from
+            its class: :func:`~sbdata.tasks.causal_lm`, :func:`~sbdata.tasks.sequence_classification` or
+            :func:`~sbdata.tasks.token_classification`); a model of another task needs ``loss_fn``. A
             :func:`trainer_schedule` runs on the Trainer's progress (optimizer steps over ``max_steps``).
             ``batch_size`` is refused: the Trainer plans and resumes by counting loader batches.
         **kwargs: keyword arguments of ``transformers.Trainer``.

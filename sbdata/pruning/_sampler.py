@@ -178,7 +178,7 @@ class PruningSampler(Sampler[int]):
         update = taken >= 0
         for measured in torch.unique(taken[update]).tolist():
             ids = torch.nonzero(update & (taken == measured)).squeeze(1)
-            self.cache.observe(ids, merged[ids], int(measured), restamp=True)  # measured then, either refresh
+            self.cache.record_entries(ids, merged[ids], int(measured))  # measured then, whatever the refresh
 
     def _shard(self) -> torch.Tensor:
         order, replicas = self._order, self.num_replicas

@@ -57,9 +57,9 @@ _SEED_MIX = 0x9E3779B97F4A7C15  # odd 64-bit constant (golden ratio): spreads co
 def dropout_seed(base: int, step: int) -> int:
     """The seed of the RNG stream a ``score_mode="train"`` pass draws dropout from, for loader batch ``step``.
 
-    A pure function of the engine's generator seed (``base``, part of its state) and the step (the engine's clock),
-    so selection neither consumes nor depends on the global RNGs and a resumed run draws the same masks. In
-    [0, 2**63).
+    A pure function of the engine's generator seed (``base``, part of its state) and the step (the engine's
+    loader-batch count), so selection neither consumes nor depends on the global RNGs and a resumed run draws the
+    same masks. In [0, 2**63).
     """
     return ((base ^ (step * _SEED_MIX)) * _SEED_MIX) % (1 << 63)
 

@@ -1,4 +1,4 @@
-"""Hooks for common batch and model shapes, ready to pass to any front end as ``**adapter``."""
+"""Hooks for common batch and model shapes, ready to pass to any front end as ``**hooks``."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ def _check_ignore_index(ignore_index: Any) -> None:
         raise TypeError(f"ignore_index must be an int, got {ignore_index!r}")
 
 
-def _refuse(adapter: str, batch: Any) -> ValueError:
+def _refuse(task: str, batch: Any) -> ValueError:
     keys = list(batch) if isinstance(batch, Mapping) else type(batch).__name__
     return ValueError(
-        f"{adapter}() expects mapping batches with 'input_ids' (and optionally 'attention_mask', 'labels'), got "
+        f"{task}() expects mapping batches with 'input_ids' (and optionally 'attention_mask', 'labels'), got "
         f"{keys}: pass your own split= for other batch shapes"
     )
 
@@ -33,17 +33,17 @@ def logits_of(model: nn.Module, inputs: Mapping[str, Any]) -> torch.Tensor:
     return outputs[0] if isinstance(outputs, (tuple, list)) else outputs
 
 
-def _token_hooks(adapter: str, ignore_index: int, shift: int) -> dict[str, Callable[..., Any]]:
+def _token_hooks(task: str, ignore_index: int, shift: int) -> dict[str, Callable[..., Any]]:
     """The hooks of a per-token loss: position ``t`` of the logits scores target ``t + shift``."""
 
     def split(batch: Any) -> tuple[dict[str, Any], torch.Tensor]:
         if not isinstance(batch, Mapping) or "input_ids" not in batch:
-            raise _refuse(adapter, batch)
+            raise _refuse(task, batch)
         inputs = {key: value for key, value in batch.items() if key != "labels"}
         labels = batch.get("labels")
         if labels is None:
             if shift == 0:
-                raise ValueError(f"{adapter}() needs 'labels' (B, T) in the batch, got {list(batch)}")
+                raise ValueError(f"{task}() needs 'labels' (B, T) in the batch, got {list(batch)}")
             labels = batch["input_ids"]
             mask = batch.get("attention_mask")
             if mask is not None:
@@ -55,7 +55,7 @@ def _token_hooks(adapter: str, ignore_index: int, shift: int) -> dict[str, Calla
         if logits.dim() != 3 or labels.dim() != 2:
             other = "sequence_classification()" if labels.dim() == 1 else "your own loss_fn="
             raise ValueError(
-                f"{adapter}() scores (B, T, V) logits against (B, T) labels, got logits {tuple(logits.shape)} and "
+                f"{task}() scores (B, T, V) logits against (B, T) labels, got logits {tuple(logits.shape)} and "
                 f"labels {tuple(labels.shape)}: for this model use sbdata.tasks.{other}"
             )
         scored = logits[:, : logits.shape[1] - shift].float()

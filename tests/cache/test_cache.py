@@ -438,3 +438,134 @@ def test_a_state_saved_before_the_first_pass_resumes_into_epoch_0():
         epoch(sb), epoch(sb), epoch(sb)
         assert sb.engine.cache.state_dict()["when"].tolist() == [2] * 16  # scored in epochs 0 and 2 (staleness 1)
         assert sb.engine.model.calls == [8, 8, 8, 8]
+
+
+# ----------------------------------------------------------------- the warm cache: an earlier run's entries
+def earlier_run(cache, epochs=1):
+    """The earlier run: ``epochs`` epochs over BATCHES that score every sample; returns its cache's state."""
+    sb = SBLoader(BATCHES, OracleModel(LOSSES), ce, keep=0.25, cache=cache, id_key="index")
+    for _ in range(epochs):
+        epoch(sb)
+    return roundtrip(cache.state_dict())
+
+
+def rewarmed(state, staleness):
+    cache = LossCache(staleness=staleness, size=16)
+    cache.warm_start(state)
+    return cache
+
+
+def scored_per_epoch(sb, epochs):
+    counts, before = [], 0
+    for _ in range(epochs):
+        epoch(sb)
+        counts.append(sb.stats.samples_scored - before)
+        before = sb.stats.samples_scored
+    return counts
+
+
+@pytest.mark.parametrize("staleness", [0, 1, 2, 3])
+def test_a_warm_cache_reuses_carried_losses_for_exactly_staleness_epochs_of_the_new_run(staleness):
+    # The earlier run ran 5 epochs (its clock ended at 4); the new run's epochs count from 0 all the same.
+    state = earlier_run(LossCache(staleness=0, size=16), epochs=5)
+    model = OracleModel([0.0] * 16)  # the new run's model finds every sample easy: the carried losses still rank
+    warm = LossCache(staleness=staleness, size=16)
+    warm.warm_start(state)
+    assert len(warm) == 16
+    sb = SBLoader(BATCHES, model, ce, keep=0.25, cache=warm, id_key="index")
+    if staleness:
+        assert epoch(sb) == [[1, 5], [10, 14]]  # the top 2 of each batch by the carried losses, with no forward
+        assert model.calls == []
+        sb = SBLoader(BATCHES, model, ce, keep=0.25, cache=rewarmed(state, staleness), id_key="index")
+    counts = scored_per_epoch(sb, staleness + 2)
+    # Carried entries are fresh in epochs 0 .. staleness-1 and due in epoch `staleness`; what that epoch scores is
+    # then fresh for `staleness` more epochs (its age counts from the epoch it was scored in).
+    assert counts[:staleness] == [0] * staleness
+    assert counts[staleness] == 16
+    assert counts[staleness + 1] == (16 if staleness == 0 else 0)
+
+
+def test_a_warm_cache_keeps_the_carried_ages_and_selects_by_the_carried_losses():
+    cache = LossCache(staleness=5, size=16)
+    sb = SBLoader(BATCHES, OracleModel(LOSSES), ce, keep=0.25, cache=cache, id_key="index")
+    epoch(sb)  # epoch 0 scores 0..15
+    cache.observe([3], torch.tensor([99.0]), 2)  # a later measurement of sample 3, at the earlier run's epoch 2
+    state = roundtrip(cache.state_dict())
+    warm = LossCache(staleness=1, size=16)
+    warm.warm_start(state)
+    model = OracleModel([0.0] * 16)  # the new run's model finds every sample easy; the carried losses still rank
+    sb = SBLoader(BATCHES, model, ce, keep=0.25, cache=warm, id_key="index")
+    # Sample 3 (age 1 at the new run's epoch 0) is fresh; the others were measured 2 epochs before it (age 3): due.
+    first = epoch(sb)
+    assert model.calls == [8, 8]  # one bucket per batch: 0..7 hold sample 3 and 7 stale ones, bucketed to 8
+    assert sb.stats.samples_scored == 15 + 1  # the bucket fills up with the freshest, sample 3 (scored too)
+    assert first == [[0, 1], [8, 9]]  # all rescored to 0 (ties: the lower ids): sample 3's 99.0 was replaced
+
+
+def test_a_warm_cache_refuses_another_size_naming_both_and_carries_through_an_id_map():
+    state = earlier_run(LossCache(staleness=1, size=16))
+    bigger = LossCache(staleness=1, size=20)
+    with pytest.raises(ValueError, match=r"carried cache has size 16 but this one has size 20: pass id_map="):
+        bigger.warm_start(state)
+    # The new dataset puts the carried samples at ids 4..19 and drops carried sample 0; ids 0..3 are new.
+    id_map = [-1, *range(5, 20)]
+    bigger.warm_start(state, id_map=id_map)
+    losses, when = bigger.dense_entries()
+    assert when[:5].tolist() == [-1] * 5 and (when[5:] >= 0).all()
+    assert losses[5:].tolist() == pytest.approx(LOSSES[1:])
+    for bad, message in (([0] * 16, "distinct ids"), ([*range(16)][:15], "1-D integer sequence"),
+                         ([20, *range(15)], "distinct ids in \\[0, 20\\)")):  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            LossCache(size=20).warm_start(state, id_map=bad)
+
+
+def test_a_warm_start_is_refused_where_it_would_mix_clocks_or_layouts():
+    state = earlier_run(LossCache(staleness=1, size=16))
+    with pytest.raises(ValueError, match="carried cache is 'dense size=16' but this one is 'keyed capacity=16'"):
+        LossCache(capacity=16).warm_start(state)
+    with pytest.raises(ValueError, match="counts ages in epochs but this one in steps: build this LossCache with"):
+        LossCache(size=16, unit="step").warm_start(state)
+    used = LossCache(size=16)
+    used.observe([0], torch.tensor([1.0]), 0)
+    with pytest.raises(ValueError, match="before the run's first batch"):
+        used.warm_start(state)
+    with pytest.raises(ValueError, match="id_map applies to a dense cache"):
+        LossCache(capacity=16).warm_start(earlier_keyed_state(), id_map=[0])
+
+
+def earlier_keyed_state():
+    cache = LossCache(staleness=0, capacity=16)
+    sb = SBLoader(BATCHES, OracleModel(LOSSES), ce, keep=0.25, cache=cache, id_key="__key__")
+    epoch(sb)
+    return roundtrip(cache.state_dict())
+
+
+def test_a_keyed_warm_cache_carries_by_key_and_keeps_the_most_recent_within_capacity():
+    state = earlier_keyed_state()
+    warm = LossCache(staleness=1, capacity=16)
+    warm.warm_start(state)
+    model = OracleModel(LOSSES)
+    sb = SBLoader(BATCHES, model, ce, keep=0.25, cache=warm, id_key="__key__")
+    assert scored_per_epoch(sb, 2) == [0, 16] and model.calls == [8, 8]
+    small = LossCache(staleness=1, capacity=8)
+    small.warm_start(state)
+    assert len(small) == 8 and "s15" in small and "s0" not in small  # the batch seen last (8..15) stays
+
+
+def test_a_warm_cache_state_resumes_within_the_new_run():
+    state = earlier_run(LossCache(staleness=0, size=16), epochs=3)
+
+    def make():
+        warm = LossCache(staleness=2, size=16)
+        warm.warm_start(state)
+        return SBLoader(BATCHES, OracleModel(LOSSES), ce, keep=0.25, cache=warm, id_key="index")
+
+    reference = check_save_load(make, epochs=4)
+    assert [len(out) for out in reference] == [2] * 4  # two outputs per epoch
+    # The state carries the warm start's shift: loaded into a cache that was never warm-started, it goes on alike.
+    warm_run = make()
+    scored_per_epoch(warm_run, 1)
+    plain = LossCache(staleness=2, size=16)
+    resumed = SBLoader(BATCHES, OracleModel(LOSSES), ce, keep=0.25, cache=plain, id_key="index")
+    resumed.load_state_dict(roundtrip(warm_run.state_dict()))
+    assert scored_per_epoch(resumed, 2) == scored_per_epoch(warm_run, 2) == [0, 16]

@@ -66,8 +66,8 @@ def test_progress_callable_drives_the_window():
 @pytest.mark.parametrize(
     ("kwargs", "error", "fragment"),
     [
-        ({"start": 0.5}, ValueError, "needs a clock"),
-        ({"end": 0.9}, ValueError, "needs a clock"),
+        ({"start": 0.5}, ValueError, "needs the length of training"),
+        ({"end": 0.9}, ValueError, "needs the length of training"),
         ({"start": 0.9, "end": 0.5, "total_steps": 10}, ValueError, "start <= end"),
         ({"start": -0.1, "total_steps": 10}, ValueError, "0 <= start"),
         ({"interrupt": -1}, ValueError, "interrupt must be an int >= 0"),

@@ -85,3 +85,18 @@ def test_restore_counters_undoes_a_step_that_summed_the_pending_ones():
     tracker.restore_counters(saved)
     assert len(tracker._unsummed) == LAZY_STEPS - 1 and tracker._loss_sums is None
     assert tracker.snapshot() == reference.snapshot()
+
+
+def test_the_engine_counts_are_the_integer_fields_of_its_stats_read_without_the_loss_sums():
+    from sbdata import SBLoader
+    from tests.helpers import OracleModel, ce, oracle_batch
+
+    sb = SBLoader([oracle_batch(range(8)), oracle_batch(range(8, 12))], OracleModel([float(i) for i in range(12)]), ce)
+    list(sb)
+    counts = sb.engine.counts
+    assert len(sb.engine.tracker._unsummed) == 2  # reading the counts summed nothing: both SB steps still wait
+    stats = sb.stats
+    expected = {"steps": 2, "sb_steps": 2, "samples_seen": 12, "samples_scored": 12, "samples_reused": 0,
+                "samples_kept": 6, "samples_yielded": 6}  # fmt: skip
+    assert counts == expected == {name: getattr(stats, name) for name in expected}
+    assert sb.engine.tracker._unsummed == []  # stats did sum them

@@ -252,3 +252,18 @@ def test_two_gloo_ranks_disjoint_equal_shards_and_one_cache(refresh):
     assert (records[0][2][2][observed_in_1] == 1).all()  # the sampler's observations are its measurements
     ids = torch.arange(41)
     assert torch.allclose(records[0][2][1][1:], ids[1:].float().cos())  # every rank saw every rank's losses
+
+
+def test_a_warm_cache_prunes_from_the_new_runs_first_epoch():
+    losses = torch.arange(20, dtype=torch.float32)  # mean 9.5: ids 0..9 are below it
+    earlier = oracle_cache(losses)
+    earlier.observe(torch.arange(20), losses, 6)  # measured at the earlier run's epoch 6
+    warm = LossCache(size=20)
+    warm.warm_start(earlier.state_dict())
+    sampler = PruningSampler(20, warm, epochs=8, prune=0.5, seed=3)
+    sampler.set_epoch(0)
+    kept = sorted(sampler)
+    assert len(kept) == 15 and set(range(10, 20)) <= set(kept)  # as from a cache filled in this run
+    cold = PruningSampler(20, LossCache(size=20), epochs=8, prune=0.5, seed=3)
+    cold.set_epoch(0)
+    assert sorted(cold) == list(range(20))  # nothing known: nothing pruned

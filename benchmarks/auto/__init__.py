@@ -1,0 +1,1 @@
+"""The ``auto`` benchmark: ``python -m benchmarks auto --help``; README.md says what it asks and found."""

@@ -1,0 +1,139 @@
+"""Arms of the "does selection pay?" benchmark (``benchmarks/auto.py``): plain recipes and selection, as data.
+
+Every selection arm here uses the shrink layout (each SB batch trains ``ceil(keep * B)`` of its ``B``) and is always
+on; importance-sampling arms train on the weighted mean (``return_weights=True``), so their gradient is an unbiased
+estimate of the loader batch's. ``keep="auto"`` is sbdata's controller with its defaults (except a long decision
+history, for the plot).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks.harness._sb import Auto, CostTable, SBLoader, auto_decisions
+from benchmarks.harness.arms import OwnRecipe, Probe
+from benchmarks.harness.data import ShuffledBatches
+from benchmarks.harness.models import MODELS, RECIPES
+
+DECISIONS_KEPT = 100_000  # decisions kept by the auto arms: the whole run, for the decisions plot
+
+
+def _inputs_targets(batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    return batch[0], batch[1]  # a third field (the clean labels of a noisy run) rides along, unscored
+
+
+class Weighted:
+    """An SBLoader with ``return_weights=True`` as plain batches: ``(*fields, weights * n)``, so that the weighted
+    loss is ``(batch[-1] * per_sample_loss).mean()`` (the weights sum to 1 over a batch of n)."""
+
+    def __init__(self, loader: SBLoader) -> None:
+        self.loader = loader
+
+    def set_epoch(self, epoch: int) -> None:
+        self.loader.set_epoch(epoch)
+
+    def __iter__(self):
+        for batch, weights in self.loader:
+            yield (*batch, weights * len(weights))
+
+
+@dataclass(frozen=True)
+class SelectArm(OwnRecipe):
+    """One configuration at its own batch and LR.
+
+    Attributes:
+        name: label in tables and plots.
+        batch: loader batch size.
+        lr: peak LR of the one-cycle schedule.
+        policy: None (plain training), or an sbdata policy name.
+        keep: the share kept per SB batch, or ``"auto"``.
+        score: ``"loss"`` or ``"gradnorm"`` (sbdata's ``score=``).
+        weighted: train on the importance-weighted mean (``return_weights=True``).
+    """
+
+    name: str
+    batch: int
+    lr: float
+    policy: str | None = None
+    keep: float | str = 1.0
+    score: str = "loss"
+    weighted: bool = False
+
+    def build(self, model, split, *, family: str, batch: int, epochs: int, seed: int) -> tuple[Any, Probe]:
+        source = ShuffledBatches(split.fields(), self.batch, seed)
+        if self.policy is None:
+            return source, Probe(len(source))
+        keep = Auto(decisions_kept=DECISIONS_KEPT) if self.keep == "auto" else self.keep
+        loader = SBLoader(
+            source, model, F.cross_entropy, keep=keep, policy=self.policy, score=self.score,
+            return_weights=self.weighted, generator=seed, nan_policy="keep", split=_inputs_targets,
+        )  # fmt: skip
+        probe = Probe(len(source), loader)
+        if self.weighted:
+            probe.weights = lambda batch: batch[-1]  # type: ignore[attr-defined]
+        if self.keep == "auto":
+            probe.extra = lambda: _decisions(loader)  # type: ignore[attr-defined]
+        return (Weighted(loader) if self.weighted else loader), probe
+
+
+def _decisions(loader: SBLoader) -> dict[str, Any]:
+    """What the controller decided over the run, for the record."""
+    return {"auto": auto_decisions(loader.stats, score_share=True)}
+
+
+def suite_arms(user: dict[str, Any], tuned: dict[str, Any]) -> list[SelectArm]:
+    """The arms of one suite: the user's recipe, the tuned baseline, the best fixed SB arm and its random control,
+    importance sampling by loss and by gradient norm, and ``keep="auto"`` on importance sampling by gradient norm
+    (the estimate's own model) and with the defaults (top-k on the loss), each at the user's batch and LR."""
+    b, lr = user["batch"], user["lr"]
+    return [
+        SelectArm("user", b, lr),
+        SelectArm("tuned", tuned["batch"], tuned["lr"]),
+        SelectArm("topk-0.25", b, lr, policy="topk", keep=0.25),
+        SelectArm("random-0.25", b, lr, policy="random", keep=0.25),
+        SelectArm("importance-0.25", b, lr, policy="importance", keep=0.25, weighted=True),
+        SelectArm("importance-gradnorm-0.25", b, lr, policy="importance", keep=0.25, score="gradnorm", weighted=True),
+        SelectArm("auto", b, lr, policy="importance", keep="auto", score="gradnorm", weighted=True),
+        SelectArm("auto-topk", b, lr, policy="topk", keep="auto"),  # keep="auto" with every other option default
+    ]
+
+
+BLOCK, ROUNDS, WARMUP = 32, 41, 2
+
+OFF = CostTable(score_per_sample=1.0, train_per_sample=1.0)  # scoring as dear as training: selection never pays
+
+
+class Stepper:
+    """One arm's training step, batch after batch, its source restarted when it runs out."""
+
+    def __init__(self, batches: list[tuple[torch.Tensor, torch.Tensor]], auto: Auto | None, **options: Any) -> None:
+        torch.manual_seed(0)
+        self.model = MODELS["cnn"]()
+        recipe = RECIPES["cnn"]
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=recipe["lr"], weight_decay=1e-4)
+        self.weighted = bool(options.get("return_weights"))
+        if auto is None:
+            self.source: Any = batches
+        else:
+            self.source = SBLoader(batches, self.model, F.cross_entropy, keep=auto, **options)
+        self.batches = iter(self.source)
+
+    def step(self) -> None:
+        batch = next(self.batches, None)
+        if batch is None:
+            self.batches = iter(self.source)
+            batch = next(self.batches)
+        self.model.train()
+        if self.weighted:  # the weighted mean, as the importance-sampling arms train
+            (x, y), weights = batch
+            loss = (weights * F.cross_entropy(self.model(x), y, reduction="none")).sum()
+        else:
+            x, y = batch
+            loss = F.cross_entropy(self.model(x), y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()

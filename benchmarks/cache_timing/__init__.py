@@ -1,0 +1,1 @@
+"""The ``cache_timing`` benchmark: ``python -m benchmarks cache_timing --help``; see its README.md."""

@@ -1,0 +1,136 @@
+"""The MNIST-1D benchmarks' training run (one arm, one budget, one seed), its LR schedule, and plain training.
+
+A *run* trains one arm (see ``arms.py``) for a fixed number of epochs with its LR schedule annealed to the end
+of that budget, evaluates test accuracy at evenly spaced points of loader progress, and returns a JSON-ready
+dict: the curve (progress, forward-equivalents, seconds, accuracy) and the final numbers. Evaluation time is
+excluded from the seconds. Cost model (forward-equivalents, FE): a scoring forward counts 1 per sample times the
+scoring pixel ratio, a trained sample counts 3 (forward plus a backward of about twice its cost), and a policy's
+extra model (``ReducibleSelect``) counts 1 per scored sample; one-off costs (training the irreducible model) are
+added up front.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from examples.common import accuracy
+
+from .cost import priced
+from .data import Data
+from .models import MODELS, RECIPES
+
+
+def one_cycle(progress: float, max_lr: float, pct_start: float = 0.3) -> float:
+    """``torch.optim.lr_scheduler.OneCycleLR``'s cosine shape as a function of training progress in [0, 1]."""
+    initial = max_lr / 25
+    final = initial / 1e4
+    if progress < pct_start:
+        return initial + (max_lr - initial) * (1 - math.cos(math.pi * progress / pct_start)) / 2
+    q = min(1.0, (progress - pct_start) / (1 - pct_start))
+    return final + (max_lr - final) * (1 + math.cos(math.pi * q)) / 2
+
+
+def train_epochs(model, batches, epochs: int, recipe: dict, progress=None) -> None:
+    """Plain training (used for the irreducible-loss model): the family recipe, no evaluation."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
+    total, step = epochs * len(batches), 0
+    for epoch in range(epochs):
+        batches.set_epoch(epoch)
+        for x, y, *_ in batches:
+            for group in optimizer.param_groups:
+                group["lr"] = one_cycle(step / total, recipe["lr"])
+            step += 1
+            model.train()
+            loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+
+def train_run(
+    split: Data, arm: Any, *, family: str, epochs: int, seed: int, evals: int = 8, clock: Any = time.perf_counter
+) -> dict[str, Any]:
+    """Train one arm for ``epochs`` (an annealed run of that budget) and return its JSON record.
+
+    Args:
+        split: train (possibly noisy) and clean test tensors.
+        arm: an ``_arms.Arm``; ``arm.build(...)`` returns the iterable of training batches and a cost probe.
+        family: model family, a key of ``examples.common.MODELS`` and ``RECIPES``.
+        epochs: passes over the training set; the LR schedule anneals over exactly this budget.
+        seed: initialisation and data-order seed (shared by every arm).
+        evals: test evaluations at evenly spaced loader progress (the last at the end).
+        clock: the seconds counted (evaluations excluded); wall-clock ``time.perf_counter`` by default,
+            ``_timing.cpu_clock`` (this thread's CPU time) where processes share the cores.
+    """
+    recipe = {**RECIPES[family], **getattr(arm, "recipe", {})}  # an arm may tune batch and LR (pruning arms)
+    torch.manual_seed(seed)
+    model = MODELS[family]()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
+    setup = clock()
+    batches, probe = arm.build(model, split, family=family, batch=recipe["batch"], epochs=epochs, seed=seed)
+    upfront_seconds = clock() - setup
+    total = epochs * probe.loader_batches_per_epoch
+    curve, trained, flipped, steps, seconds, next_eval = [], 0, 0, 0, upfront_seconds, 1
+    for epoch in range(epochs):
+        batches.set_epoch(epoch)
+        started = clock()
+        for batch in batches:  # (x, y), then the clean labels of a noisy run, then ids for a cache
+            x, y = batch[0], batch[1]
+            consumed = probe.consumed(steps)
+            for group in optimizer.param_groups:
+                group["lr"] = one_cycle((consumed - 1) / total, recipe["lr"])
+            model.train()
+            weigh = getattr(probe, "weights", None)  # a pruning sampler's rescaling, or importance weights (* n)
+            if probe.observe:
+                losses = F.cross_entropy(model(x), y, reduction="none")
+                probe.loader.observe(batch, losses)  # the one-line change a cache user makes
+                loss = losses.mean() if weigh is None else (weigh(batch) * losses).mean()
+            elif weigh is not None:
+                loss = (weigh(batch) * F.cross_entropy(model(x), y, reduction="none")).mean()
+            else:
+                loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            trained += len(y)
+            if split.y_clean is not None:
+                flipped += int((y != batch[2]).sum())
+            steps += 1
+            if consumed >= next_eval * total / evals and next_eval < evals:
+                seconds += clock() - started
+                curve.append(_point(model, split, probe, consumed / total, trained, seconds, steps))
+                next_eval += 1
+                started = clock()
+        seconds += clock() - started
+    curve.append(_point(model, split, probe, 1.0, trained, seconds, steps))
+    final = curve[-1]
+    return {
+        "arm": arm.name,
+        "family": family,
+        "epochs": epochs,
+        "seed": seed,
+        "accuracy": final["accuracy"],
+        "fe": final["fe"],
+        "seconds": final["seconds"],
+        "steps": steps,
+        "samples_trained": trained,
+        "samples_scored": probe.scored(),
+        "samples_reused": probe.reused(),
+        "noisy_share": flipped / trained if split.y_clean is not None else None,
+        "upfront_fe": probe.upfront_fe,
+        "upfront_seconds": upfront_seconds,
+        "curve": curve,
+        "config": arm.describe(),
+        **getattr(probe, "extra", dict)(),  # arm-specific measurements (e.g. samples loaded per epoch)
+    }
+
+
+def _point(model, split: Data, probe, progress: float, trained: int, seconds: float, steps: int) -> dict[str, Any]:
+    fe = priced(probe.scoring_fe(), trained, upfront=probe.upfront_fe)
+    acc = accuracy(model, split.x_test, split.y_test)
+    return {"progress": round(progress, 4), "fe": fe, "seconds": round(seconds, 3), "accuracy": acc, "steps": steps}

@@ -1,0 +1,98 @@
+"""Selection for language-model training: a byte-level causal transformer on the Python standard library's source.
+
+One command runs everything (about an hour on 2 CPU cores; the recorded run's time is in benchmarks/README.md):
+
+    python -m benchmarks lm all --jobs 2            # tune, both regimes, 3 seeds, report -> benchmarks/results/lm/main
+    python -m benchmarks lm all --smoke --out /tmp/lm   # seconds; what CI runs
+
+Stages, also runnable alone (``--worker I/N`` runs every N-th run from the I-th; ``all`` starts N such workers):
+
+    python -m benchmarks lm tune [--worker I/N]     # the baseline's (batch, LR) grid per regime, widened at an edge
+    python -m benchmarks lm run  [--worker I/N]     # every arm x budget x seed of both regimes
+    python -m benchmarks lm report                  # tables, targets, plot
+
+Regimes (the suite is shared with the auto benchmark: ``benchmarks/harness/lm_suite.py``):
+
+- ``single-pass`` (pretraining-like): every run reads a seeded permutation of all training chunks and never sees a
+  chunk twice; an arm that scores more reads further into it.
+- ``repeating`` (fine-tuning-like): a fixed subset of ``SUBSET`` training chunks, which the tuned baseline reads
+  about 8 times at the reference budget, so the loss cache and pruning can reuse losses.
+
+Tuning: the baseline's (batch, LR) grid runs at equal seconds (``REFERENCE_SECONDS`` of CPU time each, the LR
+annealed over them), because per-step costs make small batches dear in seconds: at equal FE the smallest batch
+always won (batch 1 at 1.82 nats/byte against 1.86 at batch 4), at 1.7x the seconds. The reference budget is the
+tuned run's FE; every arm runs at 0.4x and 1.0x of it. Runs are interleaved (per seed and budget, every arm in turn,
+rotating) and appended to ``<out>/<stage>.jsonl`` as they end, so a rerun continues where a crash stopped. Torch
+runs on one thread with the allocator pinned (``harness/timing.py``); seconds are thread CPU time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from benchmarks.harness.lm_suite import SMOKE, SMOKE_ARMS, Plan, stage
+from benchmarks.harness.records import results_dir
+
+RESULTS = results_dir("lm")
+
+
+def spawn(stage_: list[str], jobs: int, common: list[str]) -> None:
+    """Run ``stage_`` in ``jobs`` worker processes side by side and wait for all; raise if one fails."""
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "benchmarks", "lm", *stage_, "--worker", f"{i}/{jobs}", *common])
+        for i in range(jobs)
+    ]
+    codes = [proc.wait() for proc in procs]
+    if any(codes):
+        raise SystemExit(f"benchmarks lm {' '.join(stage_)}: a worker failed (exit codes {codes})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a stage of the language-model benchmark (see the module docstring); returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks lm", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("stage", choices=["all", "tune", "run", "report"])
+    parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default benchmarks/results/lm)")
+    parser.add_argument("--suite", default="main", help="the suite's folder inside --out (default main)")
+    parser.add_argument("--smoke", action="store_true", help="seconds-long: tiny budgets, one seed, a few arms")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes for 'all' (default 2)")
+    parser.add_argument("--worker", default="0/1", help="I/N: run every N-th run from the I-th")
+    parser.add_argument("--round", type=int, default=0, help="tuning round (0: the grid; k: k-th widening)")
+    parser.add_argument("--arms", nargs="*", help="run only these arms (default: every arm; the smoke run's few)")
+    parser.add_argument("--fractions", type=float, nargs="*", help="budgets as fractions of the tuned FE")
+    args = parser.parse_args(argv)
+    out = args.out / args.suite
+    plan = replace(SMOKE, arm_names=SMOKE_ARMS) if args.smoke else Plan()
+    if args.arms:
+        plan = replace(plan, arm_names=tuple(args.arms))
+    if args.fractions:
+        plan = replace(plan, fractions=tuple(args.fractions))
+    common = ["--out", str(args.out), "--suite", args.suite, *(["--smoke"] if args.smoke else [])]
+    common += [*(["--arms", *args.arms] if args.arms else []), *(["--fractions"] if args.fractions else [])]
+    common += [str(f) for f in args.fractions or []]
+    if args.stage == "all":
+        started = time.time()
+        for round_ in range(plan.widen + 1):
+            spawn(["tune", "--round", str(round_)], args.jobs, common)
+        spawn(["run"], args.jobs, common)
+        from .report import report
+
+        report(out, wall_seconds=time.time() - started)
+        return 0
+    if args.stage == "report":
+        from .report import report
+
+        report(out)
+        return 0
+    stage(args.stage, plan, out, tuple(int(v) for v in args.worker.split("/")), args.round)  # type: ignore[arg-type]
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

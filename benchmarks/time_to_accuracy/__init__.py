@@ -1,0 +1,1 @@
+"""The ``time_to_accuracy`` benchmark: ``python -m benchmarks time_to_accuracy --help``; see its README.md."""
