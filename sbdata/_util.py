@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 import warnings
@@ -15,9 +16,16 @@ else:  # pragma: no cover - Python 3.10
 import torch
 from torch import nn
 
-__all__ = ["Unpack", "model_device", "warn_from_user_code"]
+__all__ = ["Unpack", "flush_deferred_warnings", "model_device", "warn_from_user_code"]
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# Code between sbdata and the user's line: torch (backward, hooks, optimizers), the frameworks that call sbdata
+# (their fit loops, save_state), the pipelines around it, and the stdlib's plumbing of threads and context managers.
+_LIBRARIES = frozenset(
+    {"torch", "accelerate", "lightning", "lightning_fabric", "pytorch_lightning", "transformers", "torchdata"}
+    | {"webdataset", "threading", "contextlib"}
+)
+_deferred: collections.deque[tuple[str, type[Warning]]] = collections.deque()  # raised where no user frame was
 
 
 def model_device(model: nn.Module) -> torch.device:
@@ -27,11 +35,43 @@ def model_device(model: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
+def _library_frame(frame: FrameType) -> bool:
+    """Whether ``frame`` runs sbdata's code or a library's between sbdata and the user (see ``_LIBRARIES``)."""
+    if frame.f_code.co_filename.startswith(_PACKAGE):
+        return True
+    module = frame.f_globals.get("__name__")
+    return isinstance(module, str) and module.partition(".")[0] in _LIBRARIES
+
+
 def warn_from_user_code(message: str, category: type[Warning] = UserWarning) -> None:
-    """``warnings.warn`` attributed to the innermost caller outside the sbdata package (the user's loop line),
-    however deep inside sbdata the warning arose."""
-    frame: FrameType | None = sys._getframe(1)
-    level = 2  # stacklevel 2 is this function's caller
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+    """``warnings.warn`` attributed to the innermost caller outside sbdata, torch and the frameworks (the user's
+    line), however deep inside them the warning arose.
+
+    Where no such caller exists (an autograd hook run by a backward thread, another thread started inside a
+    library), the warning is deferred, and issued by :func:`flush_deferred_warnings` at the next call from the
+    user's code into sbdata (the next batch of a loader, ``state_dict``, ``observe``).
+    """
+    flush_deferred_warnings()
+    _warn(message, category, sys._getframe(1), 3)
+
+
+def _warn(message: str, category: type[Warning], frame: FrameType | None, level: int) -> None:
+    """Warn at the first user frame from ``frame``, whose stack level, seen from the ``warnings.warn`` here, is
+    ``level``; or defer the warning when there is none."""
+    while frame is not None and _library_frame(frame):
         frame, level = frame.f_back, level + 1
+    if frame is None:
+        _deferred.append((message, category))
+        return
     warnings.warn(message, category, stacklevel=level)
+
+
+def flush_deferred_warnings() -> None:
+    """Issue the warnings deferred for want of a user frame, at the user's line that called into sbdata (the first
+    frame outside sbdata and the libraries above the caller). Call it where the user's code enters sbdata."""
+    if not _deferred:  # the common case, once per batch: one check
+        return
+    frame = sys._getframe(1)
+    pending = [_deferred.popleft() for _ in range(len(_deferred))]  # deferred again if there is still no user frame
+    for message, category in pending:
+        _warn(message, category, frame, 3)

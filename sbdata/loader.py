@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterable, Iterator, Sized
+from typing import Any
 
 from torch import nn
 
@@ -15,16 +15,6 @@ from sbdata._util import Unpack, warn_from_user_code
 from sbdata.engine import EngineOptions, LossFn, SelectionEngine
 
 __all__ = ["SBLoader"]
-
-_NO_DATASET = (
-    "SBLoader has no `dataset`, on purpose: code that rebuilds a loader from its dataset would drop selection. "
-    "The Transformers Trainer does that to resume mid-epoch (accelerate's skip_first_batches), so a Trainer whose "
-    "get_train_dataloader returns an SBLoader cannot resume: derive from "
-    "sbdata.integrations.transformers.SBTrainer instead, passing the SBLoader's options as sb_options "
-    "(trainer = SBTrainer(model=model, args=args, ..., sb_options={'keep': 0.5}), no get_train_dataloader "
-    "override), which saves the selection state with each checkpoint and continues the epoch exactly. Under "
-    "Accelerate, resume with sbdata.integrations.accelerate.wrap and accelerator.load_state"
-)
 
 
 def set_epoch_on(loader: Any, epoch: int) -> None:
@@ -114,36 +104,132 @@ class SBLoader(EngineFront):
         return self._read_ahead.watch(self.engine.iterate(source))
 
     def __len__(self) -> int:
-        """Batches yielded per epoch: the wrapped loader's length, when it has one and one batch is yielded per
-        loader batch (no ``batch_size`` pool, a fixed-count policy, no ``nan_policy="drop"``)."""
-        if self.engine.pool is not None or not self.engine.policy.fixed_count:
-            raise TypeError("the number of batches is data-dependent with batch_size= or a variable-count policy")
-        if self.engine.nan_policy == "drop":
+        """Batches yielded per epoch, the clock a training script sizes ``max_train_steps`` and its LR schedule by.
+
+        Without ``batch_size=``: the wrapped loader's length, one output batch per loader batch (an SB step yields
+        ``keep_count(keep, B)`` of its ``B`` samples, a plain step all of them). With a ``batch_size=`` pool: the
+        batches the pool yields in one epoch, counted from the loader's batch sizes and the share a fixed-count
+        policy keeps (exact for a ``DataLoader`` cut by torch's ``BatchSampler``; the short last batch counts
+        unless ``drop_last=True``).
+
+        Raises:
+            TypeError: when the count depends on the data, naming the fix: a variable-count policy
+                (``"history"``), ``nan_policy="drop"``, ``keep="auto"`` with a pool, a pool under a clocked
+                ``Schedule``, or a loader without ``len()``.
+        """
+        engine = self.engine
+        if not engine.policy.fixed_count:
+            raise TypeError(
+                f"the number of batches is data-dependent with {engine.policy!r}, which keeps a varying number of "
+                "samples: count the batches as you go, or use a fixed-count policy (topk, rank, random, importance)"
+            )
+        if engine.nan_policy == "drop":
             raise TypeError(
                 "the number of batches is data-dependent with nan_policy='drop' (a batch with no finite loss "
                 "yields nothing): count the batches as you go, or use nan_policy='keep'"
             )
-        return len(self.loader)  # type: ignore[arg-type]
+        if not isinstance(self.loader, Sized):
+            raise TypeError(
+                f"the wrapped {type(self.loader).__name__} has no len(): count the batches as you go, or wrap a "
+                "loader with len()"
+            )
+        if engine.pool is None:
+            return len(self.loader)
+        keep = engine.fixed_keep
+        if keep is None:
+            raise TypeError(
+                "with keep='auto' and batch_size= the batches per epoch depend on the share auto chooses as it "
+                "goes: count the batches as you go, or pass a fixed keep"
+            )
+        schedule = engine.schedule
+        if schedule.fraction(0) is not None:
+            raise TypeError(
+                "with batch_size= and a Schedule with a clock (total_steps or progress) the batches per epoch "
+                "change as selection switches on and off: count the batches as you go, or drop batch_size="
+            )
+        return _front.pooled_batches_per_epoch(
+            self.loader, keep, engine.batch_size, engine.drop_last, lambda i: schedule.is_active(0, i)
+        )
+
+    @property
+    def dataset(self) -> Any:
+        """The wrapped loader's dataset as a :class:`~sbdata._front.SelectedDataset`: ``len()`` is the number of
+        samples selection chooses from per epoch (not the number trained on), ``dataset[i]`` and its attributes are
+        the dataset's own. It is never a way to rebuild the loader: Accelerate's ``skip_first_batches``, the
+        Transformers Trainer's resume and Lightning's ``overfit_batches`` (which would train on a plain
+        ``DataLoader`` rebuilt from it) stop before training with that framework's fix, and any ``DataLoader``
+        built over it raises at its first batch. ``sb.loader.dataset`` is the dataset itself.
+
+        Raises:
+            AttributeError: when the wrapped loader has no ``dataset`` (so ``hasattr`` is False).
+            RuntimeError: when a framework reads it to rebuild the loader, naming that framework's fix.
+        """
+        source = getattr(self.loader, "dataset", None)
+        if source is None:
+            raise AttributeError(f"SBLoader wraps a {type(self.loader).__name__}, which has no `dataset`")
+        _front.check_not_rebuilt(_front.reader_frame(), self.sampler)
+        return _front.SelectedDataset(source)
 
     @property
     def sampler(self) -> Any:
         """The wrapped loader's ``sampler`` (None if it has none), read-only, so that frameworks which call
-        ``loader.sampler.set_epoch`` (Lightning) reach it. There is deliberately no ``dataset``: frameworks rebuild
-        a loader that shows one (Lightning's ``overfit_batches``, Accelerate's ``skip_first_batches``) as a plain
-        ``DataLoader``, which would drop selection."""
+        ``loader.sampler.set_epoch`` (Lightning) reach it."""
         return getattr(self.loader, "sampler", None)
-
-    @property
-    def dataset(self) -> NoReturn:
-        """Not there: reading it raises ``AttributeError`` (so ``hasattr`` is False and ``getattr(sb, "dataset",
-        None)`` is None), with a message naming the fix for the frameworks that need it to resume; see
-        :attr:`sampler`."""
-        raise AttributeError(_NO_DATASET)
 
     @property
     def batch_sampler(self) -> Any:
         """The wrapped loader's ``batch_sampler`` (None if it has none), read-only; see :attr:`sampler`."""
         return getattr(self.loader, "batch_sampler", None)
+
+    @property
+    def batch_size(self) -> int | None:
+        """Samples per batch: with ``batch_size=``, the pool's (every batch but an epoch's last); without, the
+        wrapped loader's (a plain step yields that many, an SB step ``keep_count(keep, batch_size)`` of them)."""
+        if self.engine.pool is not None:
+            return self.engine.batch_size
+        return getattr(self.loader, "batch_size", None)
+
+    @property
+    def drop_last(self) -> bool:
+        """With ``batch_size=``, whether the pool drops an epoch's short last batch; without, the wrapped
+        loader's ``drop_last`` (False if it has none)."""
+        if self.engine.pool is not None:
+            return self.engine.drop_last
+        return bool(getattr(self.loader, "drop_last", False))
+
+    @property
+    def num_workers(self) -> int:
+        """The wrapped loader's ``num_workers`` (0 if it has none): selection itself runs in this process."""
+        return int(getattr(self.loader, "num_workers", 0))
+
+    def finish_spent_epoch(self) -> bool:
+        """End a loaded epoch that has nothing left, so that the next pass begins the next epoch.
+
+        A state saved after its epoch's last batch (before the loop saw the epoch end) continues that epoch, which
+        has nothing more to yield; a trainer that counts the epoch as done (Lightning, the public Accelerate
+        scripts' ``resume_step == 0``) asks for the next one instead. A restored stateful loader starts its next
+        epoch itself; a loader without state is re-iterated to its end first, which moves its sampler's generator
+        on as the uninterrupted run's last ``iter()`` did.
+
+        Returns:
+            Whether the loaded epoch was spent (and is now ended).
+        """
+        engine = self.engine
+        spent = (
+            engine.continues_saved_epoch
+            and engine.pool is None
+            and engine.outputs_ready == 0
+            and isinstance(self.loader, Sized)
+            and engine.source_position >= len(self.loader)
+        )
+        if not spent:
+            return False
+        if self._loader_restored:
+            engine.end_saved_epoch()
+            return True
+        for _ in SBLoader.__iter__(self):  # this class's pass: a subclass's __iter__ may call this method
+            raise RuntimeError("a spent saved epoch yielded a batch; please report this as an sbdata bug")
+        return True
 
     def set_epoch(self, epoch: int) -> None:
         """Pass ``set_epoch`` on to the wrapped loader, or its sampler, batch sampler and dataset."""

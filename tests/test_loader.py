@@ -48,8 +48,33 @@ def flat_view(form: str, out):
         assert isinstance(out, Sample)
         return ids_of(out), [[int(k[1:]) for k in out.key]]
     (x, extra), _y = out
-    assert isinstance(extra["keys"], KeptColumn) and type(extra["keys"].values()) is tuple
+    assert type(extra["keys"]) is tuple  # a tuple column arrives as a tuple
     return ids_of((x,)), [extra["ids"].tolist(), [int(k[1:]) for k in extra["keys"]]]
+
+
+def test_a_column_arrives_as_the_type_it_came_in_and_lazily_only_when_asked():
+    """WebDataset keys and raw text work wherever their source did: json.dumps, a tokenizer's isinstance check,
+    ``keys + more`` and torchdata-style ``type(a) is type(b)`` comparisons; ``lazy_columns=True`` gives the
+    zero-synchronisation KeptColumn instead."""
+    import json
+
+    def batch(ids):
+        return {
+            "input": torch.tensor([[float(i), 0.0] for i in ids]),
+            "target": torch.zeros(len(ids), dtype=torch.long),
+            "__key__": [f"k{i}" for i in ids],
+            "text": tuple(f"text {i}" for i in ids),
+        }
+
+    [out] = SBLoader([batch(range(4))], OracleModel(LOSSES), ce, keep=0.5)
+    hardest = sorted(sorted(range(4), key=lambda i: -LOSSES[i])[:2])  # top-k keeps batch order
+    assert type(out["__key__"]) is list and out["__key__"] == [f"k{i}" for i in hardest]
+    assert type(out["text"]) is tuple and out["text"] == tuple(f"text {i}" for i in hardest)
+    assert json.loads(json.dumps(out["__key__"])) == out["__key__"]
+    assert isinstance(out["text"], (list, tuple)) and out["__key__"] + ["more"] == [*out["__key__"], "more"]
+    [lazy] = SBLoader([batch(range(4))], OracleModel(LOSSES), ce, keep=0.5, lazy_columns=True)
+    assert isinstance(lazy["__key__"], KeptColumn) and lazy["__key__"] == out["__key__"]
+    assert type(lazy["text"].values()) is tuple and lazy["text"].values() == out["text"]
 
 
 @pytest.mark.parametrize("form", ["tuple", "dict", "namedtuple", "nested"])
@@ -102,10 +127,102 @@ def test_batch_of_one_keeps_it_and_empty_batch_passes():
 def test_len_delegates_and_is_refused_when_data_dependent():
     batches = [oracle_batch(range(4))] * 3
     assert len(SBLoader(batches, OracleModel(LOSSES), ce)) == 3
-    with pytest.raises(TypeError, match="data-dependent"):
-        len(SBLoader(batches, OracleModel(LOSSES), ce, batch_size=2))
+    with pytest.raises(TypeError, match="depend on the size of every loader batch.*drop batch_size="):
+        len(SBLoader(batches, OracleModel(LOSSES), ce, batch_size=2))  # a list of batches shows no batch sizes
     with pytest.raises(TypeError, match="data-dependent"):
         len(SBLoader(batches, OracleModel(LOSSES), ce, policy="history"))
+
+
+def oracle_loader(n: int = 16, batch_size: int = 4, **kwargs) -> DataLoader:
+    return DataLoader(TensorDataset(*oracle_batch(range(n))), batch_size=batch_size, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("n", "loader_batch", "loader_drop_last", "options"),
+    [
+        (16, 4, False, {"keep": 0.5, "batch_size": 4}),  # 8 kept: exactly 2 batches
+        (16, 4, False, {"keep": 0.5, "batch_size": 3}),  # 8 kept: 3, 3 and a short 2
+        (16, 4, False, {"keep": 0.5, "batch_size": 3, "drop_last": True}),  # the short 2 dropped
+        (15, 4, False, {"keep": 0.5, "batch_size": 3}),  # loader batches 4, 4, 4, 3 keep 2, 2, 2, 2
+        (15, 4, True, {"keep": 0.25, "batch_size": 2}),  # the loader drops its short batch: 3 x 1 kept
+        (16, 4, False, {"keep": 0.5, "batch_size": 5, "schedule": Schedule(interrupt=2)}),  # plain steps keep 4
+        (16, 4, False, {"keep": 0.5, "batch_size": 3, "policy": "random"}),
+    ],
+)
+def test_len_with_a_pool_is_the_batches_one_epoch_yields(n, loader_batch, loader_drop_last, options):
+    """With batch_size= len() counts the pool's batches per epoch from the loader's batch sizes and keep_count: the
+    clock a script sizes max_train_steps and its LR scheduler by, exact, in every epoch."""
+    sb = SBLoader(oracle_loader(n, loader_batch, drop_last=loader_drop_last), OracleModel(LOSSES), ce, **options)
+    expected = len(sb)
+    assert [len(list(sb)) for _ in range(2)] == [expected, expected]
+
+
+def test_len_with_a_pool_is_refused_where_the_count_depends_on_the_run():
+    from sbdata import Auto, CostTable
+
+    clocked = Schedule(start=0.5, end=0.9, total_steps=8)
+    auto = Auto(costs=CostTable.forward_equivalents())
+    for options, named in (
+        ({"schedule": clocked}, "Schedule with a clock"),
+        ({"keep": auto}, "keep='auto'"),
+        ({"policy": "history"}, "keeps a varying number"),
+        ({"nan_policy": "drop"}, "nan_policy='drop'"),
+    ):
+        with pytest.raises(TypeError, match=named):
+            len(SBLoader(oracle_loader(), OracleModel(LOSSES), ce, batch_size=4, **options))
+
+
+def test_a_wrapped_loader_shows_the_attributes_of_the_loader_it_replaced():
+    """Code written for the DataLoader keeps working: dataset (len, indexing, attributes), batch_size, sampler,
+    batch_sampler, drop_last, num_workers, len(), set_epoch; each with its meaning under selection."""
+    loader = oracle_loader(14, 4, shuffle=True, generator=torch.Generator().manual_seed(0), drop_last=True)
+    sb = SBLoader(loader, OracleModel(LOSSES), ce, keep=0.5)
+    assert len(sb.dataset) == 14 and sb.dataset.source is loader.dataset  # what selection chooses from
+    assert torch.equal(sb.dataset[3][0], loader.dataset[3][0]) and sb.dataset.tensors is loader.dataset.tensors
+    assert sb.sampler is loader.sampler and sb.batch_sampler is loader.batch_sampler
+    assert (sb.batch_size, sb.drop_last, sb.num_workers, len(sb)) == (4, True, 0, 3)  # the loader's
+    pooled = SBLoader(loader, OracleModel(LOSSES), ce, keep=0.5, batch_size=3, drop_last=False)
+    assert (pooled.batch_size, pooled.drop_last, len(pooled)) == (3, False, 2)  # the pool's: 6 kept, 2 x 3
+    bare = SBLoader([oracle_batch(range(4))], OracleModel(LOSSES), ce)
+    assert not hasattr(bare, "dataset") and bare.batch_size is None and bare.num_workers == 0
+
+
+def test_a_dataloader_built_over_the_dataset_stops_at_its_first_batch():
+    """A loader rebuilt from SBLoader.dataset (what frameworks do to skip batches or change the sampler) would
+    train without selection: it raises at its first batch, naming the fix."""
+    sb = SBLoader(oracle_loader(), OracleModel(LOSSES), ce, keep=0.5)
+    rebuilt = DataLoader(sb.dataset, batch_size=4)
+    with pytest.raises(RuntimeError, match=r"reads the data without selection.*iterate the SBLoader.*sb.loader"):
+        next(iter(rebuilt))
+    assert len(list(DataLoader(sb.loader.dataset, batch_size=4))) == 4  # the dataset itself, on purpose
+
+
+def test_the_classic_plain_loop_runs_with_one_line_its_progress_print_included(capsys):
+    """The public MNIST example's loop, unchanged but for the SBLoader line: its progress print reads
+    len(data), len(train_loader.dataset) and len(train_loader)."""
+    model = OracleModel(LOSSES)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    train_loader = oracle_loader(16, 4, shuffle=True, generator=torch.Generator().manual_seed(0))
+    train_loader = SBLoader(train_loader, model, ce, keep=0.5)  # the one line
+    for epoch in range(1, 3):
+        model.train()
+        for batch_idx, (data, target) in enumerate(train_loader):
+            optimizer.zero_grad()
+            loss = ce(model(data), target)
+            loss.backward()
+            optimizer.step()
+            if batch_idx % 2 == 0:
+                print(
+                    f"Train Epoch: {epoch} [{batch_idx * len(data)}/{len(train_loader.dataset)} "
+                    f"({100.0 * batch_idx / len(train_loader):.0f}%)]\tLoss: {loss.item():.6f}"
+                )
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[0] for line in lines] == [
+        "Train Epoch: 1 [0/16 (0%)]",
+        "Train Epoch: 1 [4/16 (50%)]",  # 2 kept samples per batch: the position counts trained samples
+        "Train Epoch: 2 [0/16 (0%)]",
+        "Train Epoch: 2 [4/16 (50%)]",
+    ]
 
 
 def test_generator_factory_gives_one_epoch_per_pass():

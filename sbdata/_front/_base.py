@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sbdata._util import flush_deferred_warnings
 from sbdata.engine import SBStats, SelectionEngine
 
 __all__ = ["EngineFront"]
@@ -27,10 +28,12 @@ class EngineFront:
 
     def observe(self, batch: Any, losses: Any) -> None:
         """Give the training step's per-sample losses for a yielded batch to the cache (see ``LossCache``)."""
+        flush_deferred_warnings()
         self.engine.observe(batch, losses)
 
     def state_dict(self) -> dict[str, Any]:
         """The engine's state and the source's; loads with ``torch.load(..., weights_only=True)``."""
+        flush_deferred_warnings()
         return {self.ENGINE_KEY: self.engine.state_dict(), **self._source_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -14,7 +14,6 @@ Each warns through :func:`sbdata._util.warn_from_user_code`, so that it names th
 from __future__ import annotations
 
 import collections
-import warnings
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -111,7 +110,7 @@ class ReadAheadGuard:
         if scored != self._signature():
             self.warned = True
             self._pending.clear()
-            warnings.warn(
+            warn_from_user_code(  # the user's backward() line, or, from a backward thread, their next batch
                 "sbdata: a batch was trained on after an optimizer step that came after it was scored: whatever "
                 "iterates the loader reads batches ahead (Lightning prefetches one batch from a loader without "
                 "len(), e.g. SBLoader(batch_size=...); list(loader) before training), so selection ranks with "
@@ -119,7 +118,6 @@ class ReadAheadGuard:
                 "batch per training step (under Lightning use sbdata.integrations.lightning, or drop batch_size=; "
                 "in your own loop, iterate the loader directly)",
                 RuntimeWarning,
-                stacklevel=2,
             )
 
 

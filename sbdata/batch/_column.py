@@ -2,8 +2,10 @@
 
 Selection runs on the scoring device, so the kept indices are a device tensor. A host column of the batch (a list or
 tuple of keys, strings, per-sample records) can only be subset once those indices are on the host, and copying them
-there makes the host wait for the device. :class:`KeptColumn` defers that read: the SB step hands on the column's
-values and the kept indices as they are, and the first read of an item (``len()`` excepted) copies the indices once.
+there makes the host wait for the device. By default the engine pays that copy once per SB step, so that the column
+arrives as a list or tuple; with ``lazy_columns=True`` :class:`KeptColumn` defers the read: the SB step hands on the
+column's values and the kept indices as they are, and the first read of an item (``len()`` excepted) copies the
+indices once.
 ``observe()`` and the engine's own operations (a further subset, ``take``) never read it, so a loop that passes the
 column back to ``observe`` without reading it causes no synchronisation at all.
 """

@@ -157,13 +157,20 @@ def as_tensor(value: Any, device: torch.device, path: str) -> Any:
 class Indexer:
     """Select the same samples from every field of a batch, given indices on the scoring device.
 
-    Tensor fields are indexed on their device with no host transfer. Columns (lists, tuples) become a
-    :class:`~sbdata.KeptColumn` holding the indices as they are, read on first use. Numpy fields need the indices on
-    the host: they are copied once per batch, on first need (one device-to-host transfer).
+    Tensor fields are indexed on their device with no host transfer. Numpy fields and, by default, columns (lists,
+    tuples) need the indices on the host: they are copied once per batch, on first need (one device-to-host
+    transfer, a synchronisation on a GPU), and a column comes out as its own type (a list stays a list). With
+    ``lazy_columns=True`` a column becomes a :class:`~sbdata.KeptColumn` holding the indices as they are, read on
+    first use (no transfer here).
+
+    Args:
+        index: (k,) int64 kept positions, on any device.
+        lazy_columns: whether columns become :class:`~sbdata.KeptColumn` instead of lists/tuples.
     """
 
-    def __init__(self, index: torch.Tensor) -> None:
+    def __init__(self, index: torch.Tensor, lazy_columns: bool = False) -> None:
         self.index = index
+        self.lazy_columns = lazy_columns
         self._host: np.ndarray | None = None
 
     def host(self) -> np.ndarray:
@@ -178,14 +185,17 @@ class Indexer:
             return field[self.host()]
         if isinstance(field, KeptColumn):
             return field.subset(self.index)
-        return KeptColumn(field, self.index)
+        if self.lazy_columns:
+            return KeptColumn(field, self.index)
+        return type(field)(field[i] for i in self.host().tolist())
 
 
-def select(batch: Any, index: torch.Tensor) -> Any:
-    """The sub-batch at ``index`` (1-D integer tensor), every field aligned, container types preserved."""
+def select(batch: Any, index: torch.Tensor, lazy_columns: bool = False) -> Any:
+    """The sub-batch at ``index`` (1-D integer tensor), every field aligned, container types preserved; columns
+    become :class:`~sbdata.KeptColumn` with ``lazy_columns=True`` (see :class:`Indexer`)."""
     if tensor_sequence(batch):
         return sequence_select(batch, index)
-    return map_fields(batch, Indexer(index))
+    return map_fields(batch, Indexer(index, lazy_columns))
 
 
 def take(batch: Any, start: int, stop: int) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from sbdata._util import model_device
+from sbdata._util import flush_deferred_warnings, model_device
 from sbdata.auto import as_auto
 from sbdata.cache import LossCache
 from sbdata.distributed import in_job, joined_late, make_lockstep, scoring_module
@@ -84,6 +84,7 @@ class SelectionEngine:
         cache: LossCache | None = None,
         sync: SyncMode = "local",
         process_group: Any = None,
+        lazy_columns: bool = False,
     ) -> None:
         settings = as_auto(keep)
         keep, keep_given = _options.check_engine_options(model, keep, schedule, batch_size, drop_last)
@@ -118,6 +119,7 @@ class SelectionEngine:
             sync=sync,
             tracker=self.tracker,
             lockstep=self._lockstep,
+            lazy_columns=lazy_columns,
         )
         self.policy: SelectionPolicy = self.sb_step.policy
         self.batch_size = batch_size
@@ -180,6 +182,11 @@ class SelectionEngine:
         return self.emitter.held_samples
 
     @property
+    def fixed_keep(self) -> float | None:
+        """The share every SB step keeps, or None with ``keep="auto"`` (the controller chooses it as it goes)."""
+        return None if self.controller is not None else self.sb_step.keep
+
+    @property
     def cache(self) -> LossCache | None:
         """The :class:`~sbdata.LossCache` the SB step reads and ``observe`` writes, or None."""
         return self.sb_step.cache
@@ -209,6 +216,11 @@ class SelectionEngine:
         """Whether the next :meth:`start_pass` continues a loaded state's epoch (it had not ended)."""
         return self._passes.continues_saved_epoch
 
+    def end_saved_epoch(self) -> None:
+        """End a loaded state's epoch without another pass over it (its source was restored at the epoch's end and
+        nothing is held): the next :meth:`start_pass` begins the next epoch."""
+        self._passes.pass_finished = True
+
     def start_pass(self, source_restored: bool = False) -> bool:
         """Begin a pass over the source; every front end calls this once per pass, after any ``load_state_dict``.
 
@@ -237,6 +249,7 @@ class SelectionEngine:
             StopIteration: when ``source`` is exhausted and everything held has been emitted; under
                 ``torch.distributed``, when that is so on any rank (see :class:`~sbdata.distributed.Lockstep`).
         """
+        flush_deferred_warnings()  # warned in a backward thread: now, at the user's line that asked for a batch
         if self.controller is not None and self.controller.meter is not None:
             self.controller.meter.requested()  # the training step on the last output ended
         try:
@@ -263,6 +276,7 @@ class SelectionEngine:
 
         Unlike :meth:`next_output`, a batch from which nothing was kept comes back empty rather than skipped.
         """
+        flush_deferred_warnings()
         if self.pool is not None:
             raise ValueError("process() yields one batch per loader batch; it cannot serve the pooled batch_size= path")
         if self.controller is not None and self.controller.meter is not None:

@@ -104,6 +104,13 @@ class EngineOptions(TypedDict, total=False):
             See ``docs/distributed.md``.
         process_group: the ranks that train together; None is the default group. With an initialised group of
             more than one rank, the engine runs in lockstep with them. Default None.
+        lazy_columns: how a list or tuple column (``__key__`` strings, raw text, per-sample records) of an SB step's
+            subset arrives. False: as the type it came in (a list stays a list, a tuple a tuple), which copies the
+            kept indices to the host once per SB step that has such a column (one host-device synchronisation on
+            a GPU). True: as a :class:`~sbdata.KeptColumn`, a read-only sequence that reads the indices only when
+            an item is first read (no synchronisation when the column goes back to ``observe`` unread), but is not
+            a ``list``: ``json.dumps``, ``isinstance(x, list)`` and ``keys + more`` need ``.values()``.
+            Default False.
     """
 
     keep: KeepArg
@@ -126,6 +133,7 @@ class EngineOptions(TypedDict, total=False):
     cache: LossCache | None
     sync: SyncMode
     process_group: Any  # a torch.distributed.ProcessGroup, or None for the default group
+    lazy_columns: bool
 
 
 def check_engine_options(model: Any, keep: Any, schedule: Any, batch_size: Any, drop_last: Any) -> tuple[float, bool]:

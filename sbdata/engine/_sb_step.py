@@ -62,6 +62,8 @@ class SBStep:
         device: the scoring device.
         tracker: the engine's statistics, updated here.
         lockstep: the engine's coordinator under ``torch.distributed``, or None.
+        lazy_columns: list/tuple columns of a subset become :class:`~sbdata.KeptColumn` (no synchronisation)
+            instead of lists/tuples (one per SB step that has a column).
     """
 
     def __init__(
@@ -82,6 +84,7 @@ class SBStep:
         sync: str,
         tracker: StatsTracker,
         lockstep: Any,
+        lazy_columns: bool = False,
     ) -> None:
         if nan_policy not in NAN_POLICIES:
             raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
@@ -118,6 +121,7 @@ class SBStep:
         self.sync = sync
         self.tracker = tracker
         self.lockstep = lockstep
+        self.lazy_columns = bool(lazy_columns)
         self.finite_check = FiniteCheck()
         # Fixed per engine, read per loader batch (plain attributes: no call on the hot path):
         self.reads_ids = id_key is not None  # a step needs the batch's ids, read before the device move
@@ -190,7 +194,7 @@ class SBStep:
         if count == 0:  # every loss was non-finite and nan_policy='drop'
             nothing = torch.empty(0, dtype=torch.long, device=self.device)
             ratio = nothing.to(torch.float32) if self.return_weights else None
-            return Kept(_batch.select(batch, nothing), 0, ratio, 0, 1.0, ranked)
+            return Kept(_batch.select(batch, nothing, self.lazy_columns), 0, ratio, 0, 1.0, ranked)
         if population is None:
             selection = self.policy.select(scores, keep, self.generator)
         else:
@@ -200,7 +204,7 @@ class SBStep:
         self.tracker.record_selection(losses, selection.index)
         index = selection.index if candidates is None else candidates.index_select(0, selection.index)
         ratio = None if selection.prob is None or not self.return_weights else selection.expected / selection.prob
-        subset = _batch.select(batch, index)
+        subset = _batch.select(batch, index, self.lazy_columns)
         return Kept(subset, index.shape[0], ratio, count, selection.expected, ranked)
 
     def _check_contract(self, selection: Any, n: int, keep: float) -> None:
@@ -237,7 +241,9 @@ class SBStep:
             fresh = self.scorer(self.model, inputs, targets, n, self.device, seed)
             self.cache.store(known, fresh, now)
             return fresh
-        sub_inputs, sub_targets = _batch.select(inputs, known.positions), _batch.select(targets, known.positions)
+        lazy = self.lazy_columns
+        sub_inputs = _batch.select(inputs, known.positions, lazy)
+        sub_targets = _batch.select(targets, known.positions, lazy)
         fresh = self.scorer(self.model, sub_inputs, sub_targets, count, self.device, seed)
         self.cache.store(known, fresh, now)
         return known.losses.to(fresh.dtype).index_copy(0, known.positions, fresh)  # cached: float32

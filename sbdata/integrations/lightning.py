@@ -19,7 +19,7 @@ continues exactly. :class:`SBStatsLogger` logs the selection statistics with ``s
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sized
+from collections.abc import Iterator
 from typing import Any
 
 try:
@@ -72,20 +72,7 @@ class LightningSBLoader(SBLoader):
         super().load_state_dict(states[rank])
 
     def __iter__(self) -> Iterator[Any]:
-        engine = self.engine
-        spent = (
-            engine.continues_saved_epoch
-            and engine.pool is None
-            and engine.outputs_ready == 0
-            and isinstance(self.loader, Sized)
-            and engine.source_position >= len(self.loader)
-        )
-        if spent:
-            # Saved after the epoch's last batch: Lightning counts that epoch as done and asks for the next one.
-            # Finish the saved pass first (it yields nothing, and re-iterating the loader moves its sampler's
-            # generator on as the uninterrupted run's last iter() did), then start the next epoch.
-            for _ in super().__iter__():
-                raise RuntimeError("a spent saved epoch yielded a batch; please report this as an sbdata bug")
+        self.finish_spent_epoch()  # saved after the epoch's last batch: Lightning counts that epoch as done
         return super().__iter__()
 
 
@@ -97,9 +84,10 @@ def _refuse_read_ahead(sb: SBLoader, module: pl.LightningModule) -> None:
             return  # training_step pulls each batch itself: no prefetch
         raise ValueError(
             f"Lightning prefetches one batch from a training loader without len() ({error}), so selection would "
-            "score every batch with weights one step old and checkpoints would miss the prefetched batch: drop "
-            "batch_size= and use a fixed-count policy (topk, rank, random) over a loader with len(), or write "
-            "training_step(self, dataloader_iter) and call next(dataloader_iter) in it"
+            "score every batch with weights one step old and checkpoints would miss the prefetched batch: make "
+            "len() known (a fixed-count policy such as topk, rank, random or importance over a DataLoader; with "
+            "batch_size=, no trainer_schedule), or write training_step(self, dataloader_iter) and call "
+            "next(dataloader_iter) in it"
         ) from None
 
 

@@ -104,7 +104,7 @@ class SBTrainer(Trainer):
             its class: :func:`~sbdata.tasks.causal_lm`, :func:`~sbdata.tasks.sequence_classification` or
             :func:`~sbdata.tasks.token_classification`); a model of another task needs ``loss_fn``. A
             :func:`trainer_schedule` runs on the Trainer's progress (optimizer steps over ``max_steps``).
-            ``batch_size`` is refused: the Trainer needs ``len()`` of its loader.
+            ``batch_size`` is refused: the Trainer plans and resumes by counting loader batches.
         **kwargs: keyword arguments of ``transformers.Trainer``.
 
     Raises:
@@ -115,8 +115,9 @@ class SBTrainer(Trainer):
         options = dict(sb_options or {})
         if options.get("batch_size") is not None:
             raise ValueError(
-                "SBTrainer cannot take batch_size= (pooled batches have no len(), which the Trainer needs to plan "
-                "its steps): drop it; the Trainer trains on ceil(keep * per_device_train_batch_size) per batch"
+                "SBTrainer cannot take batch_size= (the Trainer plans its steps from len() and resumes by counting "
+                "batches into the epoch; a pool's batches map to neither under the Trainer's schedule): drop it; "
+                "the Trainer trains on ceil(keep * per_device_train_batch_size) per batch"
             )
         super().__init__(*args, **kwargs)
         bind_progress(options, lambda: self.state.global_step / max(1, self.state.max_steps))

@@ -99,8 +99,64 @@ def test_a_consumer_prefetching_one_batch_warns_once_on_its_second_batch():
                     seen_at.append(i)
                 ahead = upcoming
     assert seen_at == [1]  # the first batch is fine; the second was scored before the first step; then quiet
-    assert len(read_ahead_warnings(record)) == 1
-    assert "Fix: take one batch per training step" in str(read_ahead_warnings(record)[0].message)
+    [warning] = read_ahead_warnings(record)
+    assert "Fix: take one batch per training step" in str(warning.message)
+    assert warning.filename == __file__  # raised in a backward hook, under torch's frames: the user's backward line
+
+
+def test_a_warning_from_a_backward_thread_arrives_at_the_users_next_batch():
+    """Where backward runs on a thread of its own (CUDA's), the hook has no user frame above it: the warning waits
+    for the user's next call into sbdata and names that line."""
+    import threading
+
+    sb, model = make_loader()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        batches = iter(sb)
+        ahead, current = next(batches), next(batches)  # read ahead: the second batch is scored before the step
+        for batch in (ahead, current):
+            x, y = batch
+            backward = threading.Thread(target=F.cross_entropy(model(x), y).backward)  # no user frame in it
+            backward.start()
+            backward.join()
+            opt.step()
+            opt.zero_grad()
+        assert read_ahead_warnings(record) == []  # deferred: nowhere to point yet
+        next(batches)  # the user's next call into sbdata
+    [warning] = read_ahead_warnings(record)
+    assert warning.filename == __file__ and warning.lineno == line_of("next(batches)  # the user's next call")
+
+
+def line_of(text: str) -> int:
+    """The line number of the first line of this file that contains ``text``."""
+    with open(__file__) as source:
+        return next(number for number, line in enumerate(source, 1) if text in line and "line_of(" not in line)
+
+
+def test_warnings_skip_the_frameworks_frames_and_wait_for_a_user_frame():
+    """A warning raised by sbdata under a framework's frames (here a stand-in module named like accelerate's)
+    names the user's line; one raised on a thread with no user frame is issued at the next call into sbdata."""
+    import threading
+
+    from sbdata._util import warn_from_user_code
+
+    framework: dict = {"__name__": "accelerate.accelerator"}
+    exec(
+        compile("def save_state(hook):\n    hook('from a hook')\n", "/site-packages/accelerate/x.py", "exec"), framework
+    )
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        framework["save_state"](warn_from_user_code)  # the user's line
+        thread = threading.Thread(target=warn_from_user_code, args=("from a thread",))
+        thread.start()
+        thread.join()
+        assert [str(w.message) for w in record] == ["from a hook"]
+        sb, _ = make_loader()
+        next(iter(sb))  # the next call into sbdata
+    assert [(str(w.message), w.filename) for w in record] == [("from a hook", __file__), ("from a thread", __file__)]
+    assert record[0].lineno == line_of('framework["save_state"](warn_from_user_code)')
+    assert record[1].lineno == line_of("next(iter(sb))  # the next call")
 
 
 def test_another_loaders_training_is_not_taken_for_this_ones():
@@ -173,7 +229,7 @@ def test_sampler_pass_throughs_let_lightning_set_the_epoch():
     assert sb.sampler is sampler and sb.batch_sampler.sampler is sampler
     _set_sampler_epoch(sb, 3)  # what Lightning's fit loop calls on each training loader, every epoch
     assert sampler.epoch == 3
-    assert not hasattr(sb, "dataset")  # a dataset would make frameworks rebuild the loader without selection
+    assert len(sb.dataset) == 8 and sb.dataset.source is data  # for len() and indexing; never to rebuild from
     with pytest.raises(AttributeError):
         sb.sampler = None
     assert SBLoader([oracle_batch(range(4))], OracleModel(LOSSES), ce).sampler is None

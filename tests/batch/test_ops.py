@@ -124,8 +124,12 @@ def test_a_list_without_tensors_is_one_column_subset_as_a_whole(name):
     batch = (torch.arange(4), torch.arange(4) * 10, column)
     assert _batch.batch_size(batch) == 4
     out = _batch.select(batch, torch.tensor([1, 3]))
-    # a KeptColumn: the kept items, read from the column's own type once the device indices are needed
-    assert out[0].tolist() == [1, 3] and isinstance(out[2], KeptColumn) and not out[2].resolved
+    # by default the column's own type (a list stays a list, a tuple a tuple), whole items, never cut inside
+    assert out[0].tolist() == [1, 3] and type(out[2]) is type(column)
+    assert list(out[2]) == [column[1], column[3]]
+    out = _batch.select(batch, torch.tensor([1, 3]), lazy_columns=True)
+    # lazy: a KeptColumn, the kept items read from the column's own type once the device indices are needed
+    assert isinstance(out[2], KeptColumn) and not out[2].resolved
     assert len(out[2]) == 2 and not out[2].resolved  # the length is known without reading the indices
     assert type(out[2].values()) is type(column) and out[2].resolved
     assert list(out[2]) == [column[1], column[3]]  # whole items, never cut inside

@@ -1,4 +1,4 @@
-"""No host-device synchronisation per SB step on the default paths.
+"""No host-device synchronisation per SB step on the default paths, but one for a list/tuple column.
 
 On the CPU nothing synchronises, so the test counts the calls that would on a GPU instead: reading a device tensor
 on the host (``item``, ``tolist``, ``bool()``, ``int()``, ``float()``, ``cpu()``, ``numpy()``), and the operators
@@ -8,6 +8,11 @@ ids the engine reads on the host), except in ``sbdata/_hostcopy.py``, whose read
 event has completed. Each such copy (a ``HostCopy``) counts too, except the non-finite check's (one per 8 SB steps,
 ``sbdata/engine/_finite.py``): ``observe`` must not copy per call. On a GPU, ``torch.cuda.set_sync_debug_mode("error")``
 checks the same for real.
+
+A batch with a list or tuple column (WebDataset's ``__key__``) costs one copy of the kept indices per SB step by
+default, so that the column arrives as a list (``lazy_columns=False``): that is the configuration's allowance, one
+``cpu`` (and the ``numpy`` of that host copy) from ``sbdata/batch/_ops.py`` per SB step; with
+``lazy_columns=True`` it arrives as a ``KeptColumn`` and the allowance is zero.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sbdata import Auto, CostTable, LossCache, SBLoader
+from sbdata import Auto, CostTable, KeptColumn, LossCache, SBLoader
 from sbdata.batch import _hostcopy
 from tests.helpers import OracleModel, ce
 
@@ -110,15 +115,16 @@ class SyncCounter:
 LOSSES = [float(v) for v in torch.rand(64, generator=torch.Generator().manual_seed(0)) * 3]
 
 
-def batches(epoch: int) -> list[dict]:
-    """Four batches of 16 (the last of 13) with ids, a different order each epoch."""
+def batches(epoch: int, keys: bool = True) -> list[dict]:
+    """Four batches of 16 (the last of 13) with ids, a different order each epoch; string keys unless ``keys=False``."""
     order = torch.randperm(61, generator=torch.Generator().manual_seed(epoch))
     out = []
     for start in range(0, 61, 16):
         ids = order[start : start + 16]
         x = torch.stack([ids.float(), torch.zeros(len(ids))], dim=1)
-        keys = [f"sample-{i:03d}" for i in ids.tolist()]  # WebDataset-style string keys, a host column
-        out.append({"input": x, "target": torch.zeros(len(ids), dtype=torch.long), "index": ids, "__key__": keys})
+        key_column = [f"sample-{i:03d}" for i in ids.tolist()]  # WebDataset-style string keys, a host column
+        batch = {"input": x, "target": torch.zeros(len(ids), dtype=torch.long), "index": ids, "__key__": key_column}
+        out.append(batch if keys else {k: v for k, v in batch.items() if k != "__key__"})
     return out
 
 
@@ -137,10 +143,22 @@ CONFIGS = [
     pytest.param({"cache": "keyed", "observe": True, "refresh": "scored"}, id="keyed-cache-observe-scored"),
     pytest.param({"cache": "dense", "observe": True, "policy": "rank", "batch_size": 8}, id="dense-rank-pooled"),
     pytest.param({"cache": "dense", "observe": True, "unit": "step"}, id="dense-step-observe"),
-    # keyed by the string keys: the yielded batch's key column is a KeptColumn, passed back to observe unread
-    pytest.param({"cache": "keyed-strings", "observe": True}, id="keyed-strings-observe"),
-    pytest.param({"cache": "keyed-strings", "observe": True, "refresh": "scored"}, id="keyed-strings-observe-scored"),
-    pytest.param({"cache": "keyed-strings", "observe": True, "batch_size": 8}, id="keyed-strings-pooled"),
+    # no column at all: zero synchronisations with the default lazy_columns=False
+    pytest.param({"keys": False}, id="topk-no-columns"),
+    pytest.param({"keys": False, "cache": "dense", "observe": True, "batch_size": 8}, id="dense-pooled-no-columns"),
+    # the key column as a list (the default): one copy of the kept indices per SB step, the allowance
+    pytest.param({"cache": "keyed-strings", "observe": True}, id="keyed-strings-observe-as-list"),
+    # lazy_columns=True, keyed by the string keys: the yielded batch's key column is a KeptColumn, passed back to
+    # observe unread: no synchronisation at all
+    pytest.param({"cache": "keyed-strings", "observe": True, "lazy_columns": True}, id="keyed-strings-observe"),
+    pytest.param(
+        {"cache": "keyed-strings", "observe": True, "refresh": "scored", "lazy_columns": True},
+        id="keyed-strings-observe-scored",
+    ),
+    pytest.param(
+        {"cache": "keyed-strings", "observe": True, "batch_size": 8, "lazy_columns": True}, id="keyed-strings-pooled"
+    ),
+    pytest.param({"lazy_columns": True, "batch_size": 8}, id="topk-pooled-lazy-columns"),
     # keep="auto" on a fixed cost table: on (scoring nearly free; pooled), and off with probes every 2nd batch
     pytest.param(
         {"keep": Auto(every=2, min_keep=0.1, costs=CostTable(1e-3, 3.0)), "batch_size": 8}, id="auto-on-pooled"
@@ -158,29 +176,36 @@ CONFIGS = [
 def test_no_sync_per_sb_step(config):
     config = dict(config)
     layout, observe, unit = config.pop("cache", None), config.pop("observe", False), config.pop("unit", "epoch")
-    refresh = config.pop("refresh", "observed")
+    refresh, keys = config.pop("refresh", "observed"), config.pop("keys", True)
+    per_sb_step = 1 if keys and not config.get("lazy_columns") else 0  # the key column arrives as a list
     if layout is not None:
         sizes = {"size": 61} if layout == "dense" else {"capacity": 61}
         id_key = "__key__" if layout == "keyed-strings" else "index"
         config.update(cache=LossCache(staleness=1, unit=unit, refresh=refresh, **sizes), id_key=id_key)
     model = OracleModel(LOSSES)
     counter = SyncCounter()
-    epochs = [batches(e) for e in range(4)]
+    epochs = [batches(e, keys) for e in range(4)]
     for epoch in epochs:
         for batch in epoch:
             counter.host.update((id(v), v) for v in batch.values() if isinstance(v, torch.Tensor))
     sb = SBLoader([], model, ce, **{"keep": 0.5, "generator": 1, **config})
-    steps = 0
+    steps = allowed = 0
     for epoch in epochs:
         sb.loader = epoch
         outputs = iter(sb)  # a pass's start may settle what the last one left in flight: once per epoch
         with counter.active():
             ended = False  # whether the source has run out: the epoch's end may read what is in flight, once
             while True:
+                sb_steps = sb.engine.tracker.sb_steps
                 try:
                     out = next(outputs)
                 except StopIteration:
                     out = None
+                copies = per_sb_step * (sb.engine.tracker.sb_steps - sb_steps)
+                allowance = ["cpu from _ops.py", "numpy from _ops.py"] * copies  # numpy() of the host copy
+                assert counter.calls[: len(allowance)] == allowance, counter.calls
+                del counter.calls[: len(allowance)]
+                allowed += len(allowance)
                 if not ended and (out is None or sb.engine.source_ended):
                     ended = True  # this call ran the source out (it may still hand on a pooled rest)
                     assert len(counter.calls) <= 1, counter.calls  # one copy of the observed ids, at most
@@ -188,11 +213,14 @@ def test_no_sync_per_sb_step(config):
                 if out is None:
                     break
                 batch = out[0] if isinstance(out, tuple) else out
+                if keys:  # the column arrives as it came in (a list), or as a KeptColumn with lazy_columns=True
+                    assert type(batch["__key__"]) is (KeptColumn if config.get("lazy_columns") else list)
                 if observe:  # as the README shows: the yielded batch, ids and all, with the training losses
                     sb.observe(batch, ce(model(batch["input"]), batch["target"], reduction="none"))
                 steps += 1
                 assert counter.calls == [], f"step {steps}: {counter.calls}"
     assert steps > 8
+    assert allowed == (2 * sb.stats.sb_steps if per_sb_step else 0)  # the allowance was used, once per SB step
     if layout is not None:
         assert sb.stats.samples_reused > 0
 
@@ -217,7 +245,7 @@ def test_no_sync_on_cuda():  # pragma: no cover - runs where a GPU is lent
         layout = None if layout is None else dict(layout)
         id_key = "__key__" if layout is not None and layout.pop("key", None) else "index"
         cached = {} if layout is None else {"cache": LossCache(staleness=1, **layout), "id_key": id_key}
-        sb = SBLoader([], model, ce, keep=0.5, **cached)
+        sb = SBLoader([], model, ce, keep=0.5, lazy_columns=True, **cached)  # the key column as a KeptColumn
         for e in range(3):
             sb.loader = [
                 {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in b.items()} for b in batches(e)

@@ -111,13 +111,80 @@ def data() -> DataLoader:
 
 
 def test_a_plain_pooled_sbloader_under_lightning_warns_that_it_is_read_ahead():
-    """Lightning prefetches one batch from a loader without len(): every batch is scored one step stale."""
+    """Lightning prefetches one batch from a loader without len() (a variable-count policy in a pool): every batch
+    is scored one step stale."""
     with pytest.warns(RuntimeWarning, match="reads batches ahead"):
-        fit(lambda module: SBLoader(data(), module, F.cross_entropy, keep=0.5, batch_size=4))
+        fit(lambda module: SBLoader(data(), module, F.cross_entropy, keep=0.5, policy="history", batch_size=4))
 
 
-def test_the_integration_refuses_a_pooled_loader_naming_the_fix():
+def test_the_integration_refuses_a_pooled_loader_without_len_naming_the_fix():
     from sbdata.integrations.lightning import sb_train_dataloader
 
-    with pytest.raises(ValueError, match="Lightning prefetches one batch.*drop batch_size="):
-        fit(lambda module: sb_train_dataloader(module.trainer, data(), F.cross_entropy, keep=0.5, batch_size=4))
+    with pytest.raises(ValueError, match="Lightning prefetches one batch.*make len\\(\\) known"):
+        fit(
+            lambda module: sb_train_dataloader(
+                module.trainer, data(), F.cross_entropy, keep=0.5, policy="history", batch_size=4
+            )
+        )
+
+
+def test_a_pooled_loader_with_a_fixed_count_policy_has_len_and_is_not_read_ahead():
+    """With a fixed-count policy a pool's batches per epoch are known (len()), so Lightning does not prefetch: no
+    read-ahead warning, and the integration takes it."""
+    import warnings
+
+    from sbdata.integrations.lightning import sb_train_dataloader
+
+    loaders = []
+
+    def make(module):
+        loaders.append(sb_train_dataloader(module.trainer, data(), F.cross_entropy, keep=0.5, batch_size=4))
+        return loaders[-1]
+
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        fit(make)
+    assert [w for w in record if "reads batches ahead" in str(w.message)] == []
+    assert len(loaders[0]) == 8 and loaders[0].stats.samples_yielded == 32  # 64 samples, half kept, 8 x 4
+
+
+class Counting(Tiny):
+    def __init__(self, make_loader) -> None:
+        super().__init__(make_loader)
+        self.sizes: list[int] = []
+
+    def training_step(self, batch, batch_idx):
+        self.sizes.append(len(batch[0]))
+        return super().training_step(batch, batch_idx)
+
+
+@pytest.mark.filterwarnings("ignore:You requested to overfit")  # Lightning's own, before sbdata stops it
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_overfit_batches_keeps_selection_or_stops_naming_shuffle_false(shuffle):
+    """Lightning's overfit_batches rebuilds a shuffling training loader from its dataset (which would drop
+    selection): sbdata stops it before any step, naming shuffle=False; without shuffling Lightning keeps the
+    SBLoader, which selects on the overfit batches."""
+    module = Counting(
+        lambda module: SBLoader(
+            DataLoader(data().dataset, batch_size=8, shuffle=shuffle), module, F.cross_entropy, keep=0.5
+        )
+    )
+    trainer = pl.Trainer(
+        max_epochs=2,
+        overfit_batches=2,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
+    if shuffle:
+        with pytest.raises(
+            RuntimeError, match="overfit_batches.*Fix: build the training DataLoader with shuffle=False"
+        ):
+            trainer.fit(module)
+        assert module.sizes == []  # stopped before training
+    else:
+        trainer.fit(module)
+        assert module.sizes == [4, 4, 4, 4]  # 2 overfit batches per epoch, each the kept half of 8
