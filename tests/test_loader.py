@@ -418,6 +418,7 @@ def test_a_batch_whose_scoring_raises_is_not_counted_and_a_resume_retrains_it(st
         ({"policy": "rank", "return_weights": True}, {"policy": "rank"}, "return_weights"),
         ({"batch_size": 3}, {"batch_size": 4}, "batch_size"),
         ({"batch_size": 3}, {}, "batch_size"),
+        ({"lazy_columns": True}, {}, "lazy_columns"),
         (
             {"cache": lambda: LossCache(size=16), "id_key": 0},
             {"cache": lambda: LossCache(capacity=16), "id_key": 0},

@@ -345,7 +345,13 @@ class SelectionEngine:
         """The options a state depends on; :meth:`load_state_dict` refuses a state saved with others."""
         auto = None if self.controller is None else self.controller.settings
         return _options.fingerprint(
-            self.policy, self.cache, self.batch_size, self.return_weights, self.sb_step.scorer.score, auto
+            self.policy,
+            self.cache,
+            self.batch_size,
+            self.return_weights,
+            self.sb_step.scorer.score,
+            auto,
+            self.sb_step.lazy_columns,
         )
 
     def state_dict(self) -> dict[str, Any]:

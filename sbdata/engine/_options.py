@@ -174,10 +174,12 @@ def fingerprint(
     return_weights: bool,
     score: str = "loss",
     auto: Auto | None = None,
+    lazy_columns: bool = False,
 ) -> dict[str, Any]:
     """The options a saved state depends on: the policy's own :meth:`~sbdata.SelectionPolicy.fingerprint`, the cache
     layout and its ``refresh``, ``batch_size``, ``return_weights``, ``score`` (what cached scores and a policy's
-    history hold) and ``keep="auto"``'s settings (None for a fixed share)."""
+    history hold), ``keep="auto"``'s settings (None for a fixed share) and ``lazy_columns`` (the type of the list
+    columns in held batches)."""
     layout = None
     if cache is not None:
         layout = f"dense size={cache.size}" if cache.dense else f"keyed capacity={cache.capacity}"
@@ -189,6 +191,7 @@ def fingerprint(
         "return_weights": return_weights,
         "score": score,
         "keep": None if auto is None else auto.describe(),
+        "lazy_columns": lazy_columns,
     }
 
 
