@@ -64,3 +64,28 @@ def test_load_mnist1d_restores_global_rngs():
     assert (np.random.random(), random.random()) == expected
     assert split.x_train.shape == (160, 1, 40) and split.x_train.dtype.is_floating_point
     assert split.y_test.shape == (40,)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(reason="needs SBLoader.dataset (runtime helper)", strict=True)
+def test_the_public_mnist_loop_takes_sbdata_with_one_line(tmp_path):
+    """examples/mnist_loop.py, the classic PyTorch loop with ``len(train_loader.dataset)`` in its progress print and
+    one SBLoader line, trains and tests as the public example does (tiny: 2000 samples, 2 epochs)."""
+    command = [sys.executable, str(ROOT / "examples" / "mnist_loop.py"), "--samples", "2000", "--epochs", "2"]
+    command += ["--log-interval", "5", "--no-accel"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # sbdata from this checkout, installed or not
+    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    # 1600 training samples in batches of 64: 25 loader batches, of which batches 0, 5, ..., 20 print; under
+    # selection each trains on ceil(0.5 * 64) = 32 samples, so the count is batch_idx * 32 of the dataset's 1600.
+    progress = [line for line in run.stdout.splitlines() if line.startswith("Train Epoch:")]
+    assert [line.split("\t")[0] for line in progress[:5]] == [
+        "Train Epoch: 1 [0/1600 (0%)]",
+        "Train Epoch: 1 [160/1600 (20%)]",
+        "Train Epoch: 1 [320/1600 (40%)]",
+        "Train Epoch: 1 [480/1600 (60%)]",
+        "Train Epoch: 1 [640/1600 (80%)]",
+    ]
+    assert len(progress) == 10  # 5 per epoch, 2 epochs
+    assert run.stdout.count("Test set: Average loss:") == 2
+    assert "/400 (" in run.stdout  # the test set's 400 samples
