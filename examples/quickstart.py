@@ -1,6 +1,6 @@
 """Quickstart: train a small CNN on MNIST-1D with and without SBLoader, side by side, and say which paid.
 
-    python examples/quickstart.py            # about four minutes on 2 CPU cores
+    python examples/quickstart.py            # about six minutes on 2 CPU cores
     python examples/quickstart.py --small    # a few seconds (what the tests run)
 
 Every arm starts from the same weights and sees the samples in the same order. The SB arm trains only on the
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--batch-size", type=int, default=256, help="loader batch size (default 256)")
     parser.add_argument("--keep", type=float, default=0.33, help="share of each batch SB trains on (default 0.33)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs of every arm, interleaved (default 3)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs of every arm, interleaved (default 5)")
     parser.add_argument(
         "--tolerance", type=float, default=0.25, help="accuracy points an arm may lose and still reach the "
         "baseline's, in the verdict (default 0.25: 10 of the 4000 test samples)"
