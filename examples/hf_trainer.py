@@ -10,7 +10,7 @@ not make short sequences look easy.
 Beware data that cannot be learnt (random tokens, wrong labels): their loss stays highest, so selection by loss
 keeps them; see ``docs/method_card.md`` (``ReducibleSelect``).
 
-Run from the repository root (or with sbdata installed: ``pip install "sbdata[transformers]"``)::
+Run from the root of your clone (or after ``pip install -e ".[transformers]"`` there)::
 
     PYTHONPATH=. python examples/hf_trainer.py
     PYTHONPATH=. torchrun --nproc_per_node=2 examples/hf_trainer.py      # two processes, each its own shard

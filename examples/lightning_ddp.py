@@ -4,7 +4,7 @@
 and rank, reshuffled every epoch), scores each batch with the live LightningModule, trains on the hardest half,
 runs its schedule on the trainer's progress and puts every rank's selection state in the Lightning checkpoint.
 
-Run from the repository root (or with sbdata installed: ``pip install "sbdata[lightning]"``)::
+Run from the root of your clone (or after ``pip install -e ".[lightning]"`` there)::
 
     PYTHONPATH=. python examples/lightning_ddp.py                 # 2 CPU processes through Lightning's launcher
     PYTHONPATH=. python examples/lightning_ddp.py --devices 1

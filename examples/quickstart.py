@@ -1,98 +1,273 @@
-"""Quickstart: train a small CNN on MNIST-1D with and without SBLoader, side by side.
+"""Quickstart: train a small CNN on MNIST-1D with and without SBLoader, side by side, and say which paid.
 
-    python examples/quickstart.py            # about a minute on 2 CPU cores
+    python examples/quickstart.py            # about six minutes on 2 CPU cores
     python examples/quickstart.py --small    # a few seconds (what the tests run)
 
 Every arm starts from the same weights and sees the samples in the same order. The SB arm trains only on the hardest
 ``keep`` share of each batch, chosen by one no-grad scoring forward; "SB + LossCache(2)" does the same but reuses a
 sample's loss for up to two epochs (refreshed for free by the training step's own losses, ``observe``) instead of
-rescoring it. The controls train without selection for fewer epochs, at about the seconds an SB arm took: the
-baseline, which says whether selection beat simply training less, and the baseline at the batch size SB trains on
-(``keep * B``), which takes as many optimizer steps per trained sample as SB and so says how much of SB's gain is
-merely "more, smaller steps" (``benchmarks/time_to_accuracy/README.md`` finds that this explains most of fresh
-scoring's gain for this model). Their epochs come from a calibrated cost model (``costmodel.py``): a few seconds at
-the start time a training step and a scoring forward at each batch size on this machine, which predict each arm's
-seconds. The table compares the arms on test accuracy, the share of samples that reached the backward pass, the
-predicted and the measured seconds, and, machine-free, forward-equivalents (a scoring forward counts 1 per sample, a
-training step 3 per sample).
+rescoring it. The controls train without selection: ``random`` on a random share of each batch (the same work as SB,
+samples chosen by chance); the baseline for fewer epochs, at top-k's compute, which says whether selection beat
+simply training less; and the baseline at the batch size SB trains on (``keep * B``), for the epochs either side of
+the cheaper SB arm's compute, which takes as many optimizer steps per trained sample as SB and so says how much of
+SB's gain is merely "more, smaller steps" (``benchmarks/time_to_accuracy/README.md`` finds that this explains most
+of fresh scoring's gain for this model). Compute is counted in forward-equivalents (a scoring forward is 1 per
+sample, a trained sample 3), which no machine changes, so every machine trains the same rows. The "predicted" column
+is a calibrated cost model's price for each arm (``costmodel.py``: a few seconds at the start time a training step
+and a scoring forward at each batch size on this machine, in thread CPU time; ``--costs`` gives a table instead).
+
+Seconds are CPU seconds of the training thread (``time.thread_time``, one torch thread), which a busy machine
+changes far less than wall-clock time. After one untimed warm-up run of the two SB arms (whose compute sets the
+controls' epochs), every arm is trained ``--repeats`` times, the arms' epochs interleaved one by one (the order
+rotating every epoch), so that a change of load hits every arm alike; each repeat is the same run (same seed, same
+order: the same accuracy). The table gives the median and range over the repeats, and each arm's ratio to the
+baseline's seconds in the same repeat. The verdict line names the arm that reached the baseline's test accuracy
+(within ``--tolerance`` points) in the fewest CPU seconds, and says so when a plain control, not selection, is that
+arm or is level with it within the spread of the repeats.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import statistics
+import sys
+import textwrap
 import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from costmodel import Costs, calibrate, sb_step_seconds
+from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from sbdata import LossCache, SBLoader, keep_count, with_index
 
 # examples/common.py and examples/costmodel.py, beside this script (a script's own directory is importable)
-from common import ConvNet, accuracy, load_mnist1d
+from common import ConvNet, Split, accuracy, load_mnist1d
+
+LEVEL = 0.10  # ratios this close are level: one arm's repeats spread by up to about this much on a shared machine
+SELECTION = "selection"  # an arm's kind: selection (top-k, with or without the cache) or one of the controls
+CONTROL_MEANING = {
+    "fewer epochs": "training less is enough: train the baseline for fewer epochs",
+    "small batch": "more, smaller optimizer steps, not the choice of samples, is what saves time: use a smaller batch",
+    "random": "choosing samples by loss adds nothing over chance here",
+}
 
 
-def train(
-    split, *, epochs: int, batch_size: int, keep: float | None, seed: int, progress: bool, cache: bool = False, costs
-) -> dict:
-    """Train one arm; ``keep=None`` is the plain baseline (at ``batch_size``); ``cache`` adds a LossCache."""
-    from tqdm import tqdm
+class Run:
+    """One arm's training run, advanced an epoch at a time, so that the arms' epochs can be interleaved.
 
-    torch.manual_seed(seed)
-    model = ConvNet()
-    order = torch.Generator().manual_seed(seed)
-    dataset = TensorDataset(split.x_train, split.y_train)
-    if cache:  # each sample carries its index, the cache's id: batches are (x, y, index)
-        dataset = with_index(dataset)
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=order)
-    options = {"cache": LossCache(staleness=2, size=len(dataset)), "id_key": -1} if cache else {}
-    batches = loader if keep is None else SBLoader(loader, model, F.cross_entropy, keep=keep, **options)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)
-    scoring: Counter[int] = Counter()  # scoring forwards (no grad) by batch size, for the cost model's prediction
+    Args:
+        split: the data.
+        epochs: epochs to train.
+        batch_size: the loader's batch size.
+        keep: the share SB trains on; None is the plain baseline (at ``batch_size``).
+        seed: initial weights and sample order.
+        costs: the cost model's table, for the predicted seconds.
+        cache: add a ``LossCache(staleness=2)`` refreshed by ``observe``.
+        policy: the selection policy (``"random"`` for the control).
+    """
 
-    def count_scoring(_, args) -> None:
+    def __init__(
+        self,
+        split: Split,
+        *,
+        epochs: int,
+        batch_size: int,
+        keep: float | None,
+        seed: int,
+        costs: Costs,
+        cache: bool = False,
+        policy: str = "topk",
+    ) -> None:
+        self.split, self.epochs, self.batch_size, self.keep, self.costs = split, epochs, batch_size, keep, costs
+        self.cache = cache
+        torch.manual_seed(seed)
+        self.model = ConvNet()
+        order = torch.Generator().manual_seed(seed)
+        dataset = TensorDataset(split.x_train, split.y_train)
+        if cache:  # each sample carries its index, the cache's id: batches are (x, y, index)
+            dataset = with_index(dataset)
+        self.loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=order)
+        options = {"cache": LossCache(staleness=2, size=len(dataset)), "id_key": -1} if cache else {}
+        self.batches = (
+            self.loader
+            if keep is None
+            else SBLoader(self.loader, self.model, F.cross_entropy, keep=keep, policy=policy, **options)
+        )
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=3e-3, weight_decay=1e-4)
+        total = epochs * len(self.loader)
+        self.lr_schedule = torch.optim.lr_scheduler.OneCycleLR(self.optimizer, max_lr=3e-3, total_steps=total)
+        self.scoring: Counter[int] = Counter()  # scoring forwards (no grad) by batch size, for the cost model
+        self.model.register_forward_pre_hook(self._count_scoring)
+        self.epoch = 0
+        self.trained = 0
+        self.seconds = 0.0
+
+    def _count_scoring(self, _: nn.Module, args: tuple) -> None:
         if not torch.is_grad_enabled():
-            scoring[len(args[0])] += 1
+            self.scoring[len(args[0])] += 1
 
-    model.register_forward_pre_hook(count_scoring)
-    lr_schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=3e-3, total_steps=epochs * len(loader))
-    trained = 0
-    started = time.perf_counter()
-    for epoch in range(epochs):
-        bar = tqdm(batches, desc=f"{'baseline' if keep is None else 'SB'} epoch {epoch + 1}", disable=not progress)
-        for batch in bar:
-            x, y = batch[0], batch[1]
-            model.train()
-            losses = F.cross_entropy(model(x), y, reduction="none")
-            if cache:
-                batches.observe(batch, losses)  # the training step's losses refresh the cache for free
-            loss = losses.mean()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            lr_schedule.step()  # one LR step per loader batch in both arms: the same recipe
-            trained += len(y)
-            if keep is not None:
-                bar.set_postfix(batches.stats.postfix(), refresh=False)
-    seconds = time.perf_counter() - started
-    scored = batches.stats.samples_scored if keep is not None else 0
-    seen = epochs * len(loader.dataset)
-    steps = epochs * len(loader)
-    if keep is None:
-        predicted = steps * costs.plain_step(batch_size)
-    else:
-        mix = {size: count / steps for size, count in scoring.items()}
-        predicted = steps * sb_step_seconds(costs, batch_size, keep_count(keep, batch_size), overhead="sb", scored=mix)
-    return {
-        "predicted_seconds": predicted,
-        "accuracy": accuracy(model, split.x_test, split.y_test),
-        "backprop_fraction": trained / seen,
-        "forward_equivalents": scored + 3 * trained,
-        "seconds": seconds,
-    }
+    @property
+    def done(self) -> bool:
+        """Whether every epoch has been trained."""
+        return self.epoch == self.epochs
+
+    def train_epoch(self) -> None:
+        """Train one epoch, adding its CPU seconds in this thread (one torch thread) to ``seconds``."""
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # all of the work in this thread, where time.thread_time sees it
+        try:
+            started = time.thread_time()
+            for batch in self.batches:
+                x, y = batch[0], batch[1]
+                self.model.train()
+                losses = F.cross_entropy(self.model(x), y, reduction="none")
+                if self.cache:
+                    self.batches.observe(batch, losses)  # the training step's losses refresh the cache for free
+                loss = losses.mean()
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self.optimizer.step()
+                self.lr_schedule.step()  # one LR step per loader batch in every arm: the same recipe
+                self.trained += len(y)
+            self.seconds += time.thread_time() - started
+        finally:
+            torch.set_num_threads(threads)
+        self.epoch += 1
+
+    def result(self) -> dict:
+        """Test accuracy, the share of samples trained on, forward-equivalents, predicted and measured seconds."""
+        scored = self.batches.stats.samples_scored if self.keep is not None else 0
+        steps = self.epochs * len(self.loader)
+        if self.keep is None:
+            predicted = steps * self.costs.plain_step(self.batch_size)
+        else:
+            mix = {size: count / steps for size, count in self.scoring.items()}
+            kept = keep_count(self.keep, self.batch_size)
+            predicted = steps * sb_step_seconds(self.costs, self.batch_size, kept, overhead="sb", scored=mix)
+        return {
+            "predicted_seconds": predicted,
+            "accuracy": accuracy(self.model, self.split.x_test, self.split.y_test),
+            "backprop_fraction": self.trained / (self.epochs * len(self.loader.dataset)),
+            "forward_equivalents": scored + 3 * self.trained,
+            "seconds": self.seconds,
+        }
+
+
+def interleaved(runs: dict[str, Run], rotate: int = 0, progress: Callable[[str], None] = print) -> dict[str, dict]:
+    """Train the runs epoch by epoch in turn (the order rotating every epoch), so that a change of the machine's
+    load hits every arm alike; returns each run's :meth:`Run.result`."""
+    names = list(runs)
+    turn = rotate
+    while not all(run.done for run in runs.values()):
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            if not runs[name].done:
+                progress(f"{name}: epoch {runs[name].epoch + 1}/{runs[name].epochs}")
+                runs[name].train_epoch()
+        turn += 1
+    return {name: run.result() for name, run in runs.items()}
+
+
+@dataclass
+class Timing:
+    """One arm's measured CPU seconds over the repeats, and its ratio to the baseline's in each repeat."""
+
+    seconds: list[float]
+    ratios: list[float]
+
+    @property
+    def ratio(self) -> float:
+        """The median ratio to the baseline's seconds."""
+        return statistics.median(self.ratios)
+
+    @property
+    def low(self) -> float:
+        """The smallest ratio of any repeat."""
+        return min(self.ratios)
+
+    @property
+    def high(self) -> float:
+        """The largest ratio of any repeat."""
+        return max(self.ratios)
+
+
+def verdict(
+    accuracies: dict[str, float], timings: dict[str, Timing], kinds: dict[str, str], *, tolerance: float
+) -> str:
+    """The verdict in words, from accuracies and ratios alone (no clock: tests pass fixed numbers).
+
+    An arm *pays* if its test accuracy is at most ``tolerance`` points below the baseline's and its ratio to the
+    baseline's CPU seconds is below 1 in every repeat. The winner is the paying arm with the lowest median ratio;
+    another paying arm whose range reaches the winner's, or whose median is within ``LEVEL`` of it, is level with
+    it. A plain control that wins or ties is named, with
+    what it means.
+
+    Args:
+        accuracies: test accuracy by arm (0-1); ``"baseline"`` among them.
+        timings: the measured ratios by arm.
+        kinds: by arm, ``"selection"`` or the control it is (a key of ``CONTROL_MEANING``); the baseline has none.
+        tolerance: accuracy points (0-100) an arm may lose and still count as reaching the baseline's.
+    """
+    target = accuracies["baseline"] - tolerance / 100
+    paying = [name for name in kinds if accuracies[name] >= target and timings[name].high < 1.0]
+    where = f"the baseline's test accuracy ({accuracies['baseline']:.4f}, within {tolerance:g} points)"
+    if not paying:
+        return (
+            f"Verdict: nothing paid here: no arm reached {where} in fewer CPU seconds than the baseline in every "
+            "repeat; train on whole batches."
+        )
+    best = min(paying, key=lambda name: timings[name].ratio)
+    ties = [
+        name
+        for name in paying
+        if name != best
+        and (timings[name].low <= timings[best].high or timings[name].ratio <= timings[best].ratio * (1 + LEVEL))
+    ]
+
+    def said(name: str) -> str:
+        t = timings[name]
+        return f"{name} ({t.ratio:.2f}x, {t.low:.2f}-{t.high:.2f}x)"
+
+    controls = [name for name in [best, *ties] if kinds[name] != SELECTION]
+    if not controls:
+        also = f"; tied with {', '.join(said(name) for name in ties)}" if ties else ""
+        return (
+            f"Verdict: selection pays here: {said(best)} reached {where} in the fewest CPU seconds, ahead of every "
+            f"plain control{also}."
+        )
+    control = controls[0]
+    selected = [name for name in [best, *ties] if kinds[name] == SELECTION]
+    if selected:
+        return (
+            f"Verdict: selection does not beat the plain control here: {said(selected[0])} and {said(control)} "
+            f"both reached {where}, level within the spread of the repeats; {CONTROL_MEANING[kinds[control]]}."
+        )
+    return (
+        f"Verdict: a plain control wins: {said(control)} reached {where} in the fewest CPU seconds, and no "
+        f"selection arm came within its spread; {CONTROL_MEANING[kinds[control]]}."
+    )
+
+
+LEGEND = """\
+Legend:
+  test acc   top-1 accuracy on the test split (every repeat of an arm is the same run: the same accuracy)
+  backprop   share of the training samples that reached the backward pass
+  fwd-equiv  compute on no machine in particular, relative to the baseline: a scoring forward counts 1 per sample,
+             a trained sample 3
+  predicted  the cost model's CPU seconds for the arm on this machine (calibrated at the start, or --costs)
+  CPU s      the training loop's CPU seconds in one thread (time.thread_time): median [min-max] over {repeats}
+             repeats, the arms' epochs interleaved
+  vs base    each repeat's CPU seconds over the baseline's in the same repeat: median [min-max]; the verdict counts
+             ratios within {level:.0%} of each other, or with overlapping ranges, as level
+  controls   random: a random share of each batch (SB's work, samples by chance); baseline N epochs: training
+             less, at top-k's compute; batch {small}: SB's batch size (as many optimizer steps per trained sample
+             as SB), for the epochs either side of the cheaper SB arm's compute"""
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -102,8 +277,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--batch-size", type=int, default=256, help="loader batch size (default 256)")
     parser.add_argument("--keep", type=float, default=0.33, help="share of each batch SB trains on (default 0.33)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--small", action="store_true", help="a seconds-long run: 2000 samples, 1 epoch")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs of every arm, interleaved (default 5)")
+    parser.add_argument(
+        "--tolerance", type=float, default=0.25, help="accuracy points an arm may lose and still reach the "
+        "baseline's, in the verdict (default 0.25: 10 of the 4000 test samples)"
+    )  # fmt: skip
+    parser.add_argument("--small", action="store_true", help="a seconds-long run: 2000 samples, 1 epoch, 2 repeats")
+    parser.add_argument("--progress", action="store_true", help="show the run in progress on one line (stderr)")
     parser.add_argument("--json", metavar="PATH", help="also write the results, per arm, to this JSON file")
     parser.add_argument(
         "--costs", metavar="PATH", help="price the arms with this cost table (JSON, as --json's 'costs') instead of "
@@ -111,8 +291,12 @@ def main(argv: list[str] | None = None) -> dict:
     )  # fmt: skip
     args = parser.parse_args(argv)
     if args.small:
-        args.samples, args.epochs = 2000, 1
+        args.samples, args.epochs, args.repeats = 2000, 1, 2
     torch.set_num_threads(1)  # fair, repeatable timings on a shared machine
+
+    def progress(text: str) -> None:
+        if args.progress:
+            print(f"\r{text:<79}", end="", file=sys.stderr, flush=True)
 
     split = load_mnist1d(args.samples)
     small = keep_count(args.keep, args.batch_size)
@@ -120,41 +304,85 @@ def main(argv: list[str] | None = None) -> dict:
         with open(args.costs) as file:
             costs = Costs.from_dict(json.load(file))
     else:
+        progress("calibrating the cost model")
         costs = calibrate_here(split, args.batch_size, args.keep, small)
-    common = {"epochs": args.epochs, "batch_size": args.batch_size, "seed": args.seed, "progress": not args.no_progress}
-    common["costs"] = costs
-    results = {"baseline": train(split, keep=None, **common)}
-    sb_name = f"SB top-k keep={args.keep}"
-    results[sb_name] = train(split, keep=args.keep, **common)
-    results["SB + LossCache(2)"] = train(split, keep=args.keep, cache=True, **common)
-    base = results["baseline"]
-    # Controls at about the seconds each SB arm takes as the cost model prices it (fewer epochs; the priced seconds,
-    # not the measured ones, so that a noisy clock does not choose the rows): the baseline as it
-    # is, which says whether selection beat simply training less, and the baseline at the batch size SB trains on,
-    # which takes as many optimizer steps per trained sample as SB and so says how much of SB's gain is merely
-    # "more, smaller steps".
-    per_epoch = {size: -(-len(split.x_train) // size) * costs.plain_step(size) for size in (args.batch_size, small)}
-    for arm, controls in ((sb_name, ("baseline", "small")), ("SB + LossCache(2)", ("small",))):
-        seconds = results[arm]["predicted_seconds"]
-        epochs = max(1, round(seconds / per_epoch[args.batch_size]))
-        if "baseline" in controls and epochs < args.epochs:  # else SB saved no time: the baseline is its control
-            results[f"baseline {epochs} epochs"] = train(split, keep=None, **{**common, "epochs": epochs})
-        epochs = max(1, round(seconds / per_epoch[small]))
-        if "small" in controls and f"batch {small}, {epochs} epochs" not in results:
-            short = {**common, "epochs": epochs, "batch_size": small}
-            results[f"batch {small}, {epochs} epochs"] = train(split, keep=None, **short)
-    sizes = f"{len(split.x_train)} train / {len(split.x_test)} test"
-    print(f"\nMNIST-1D, {sizes}, {args.epochs} epochs, batch {args.batch_size}")
-    print(f"{'arm':<22}{'test acc':>9}{'backprop':>10}{'predicted':>10}{'seconds':>9}{'vs base':>9}{'fwd-equiv':>11}")
-    for name, r in results.items():
-        print(
-            f"{name:<22}{r['accuracy']:>9.4f}{r['backprop_fraction']:>10.2f}{r['predicted_seconds']:>9.1f}s"
-            f"{r['seconds']:>8.1f}s{r['seconds'] / base['seconds']:>8.2f}x"
-            f"{r['forward_equivalents'] / base['forward_equivalents']:>10.2f}x"
+    common = {"epochs": args.epochs, "batch_size": args.batch_size, "seed": args.seed, "costs": costs}
+    sb_name, random_name = f"SB top-k keep={args.keep}", f"random keep={args.keep}"
+    arms = {
+        "baseline": {"keep": None},
+        sb_name: {"keep": args.keep},
+        "SB + LossCache(2)": {"keep": args.keep, "cache": True},
+        random_name: {"keep": args.keep, "policy": "random"},
+    }
+    kinds = {sb_name: SELECTION, "SB + LossCache(2)": SELECTION, random_name: "random"}
+    # Warm-up (not timed): the selection arms once, whose priced seconds set the controls' epochs.
+    warm = interleaved({name: Run(split, **common, **arms[name]) for name in (sb_name, "SB + LossCache(2)")},
+                       progress=lambda text: progress(f"warm-up: {text}"))  # fmt: skip
+    # Controls at the SB arms' compute, in forward-equivalents (machine-free, so the rows are the same on every
+    # machine and under any load; a plain epoch costs 3 FE per sample): the baseline for fewer epochs, at top-k's
+    # compute, which says whether selection beat simply training less, and the baseline at the batch size SB trains
+    # on for the epochs either side of the cheaper SB arm's compute, which take as many optimizer steps per trained
+    # sample as SB and so say how much of SB's gain is merely "more, smaller steps".
+    plain_epoch = 3 * len(split.x_train)
+    epochs = max(1, round(warm[sb_name]["forward_equivalents"] / plain_epoch))
+    if epochs < args.epochs:  # else SB saved no compute: the baseline is its control
+        arms[f"baseline {epochs} epochs"] = {"keep": None, "epochs": epochs}
+        kinds[f"baseline {epochs} epochs"] = "fewer epochs"
+    cheapest = min(run["forward_equivalents"] for run in warm.values()) / plain_epoch
+    for epochs in sorted({max(1, math.floor(cheapest)), max(1, math.ceil(cheapest))}):
+        arms[f"batch {small}, {epochs} epochs"] = {"keep": None, "epochs": epochs, "batch_size": small}
+        kinds[f"batch {small}, {epochs} epochs"] = "small batch"
+    # Timed: every arm `repeats` times, its epochs interleaved with the other arms', the order rotated every epoch.
+    names = list(arms)
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    for r in range(args.repeats):
+        done = interleaved(
+            {name: Run(split, **{**common, **arms[name]}) for name in names},
+            rotate=r,
+            progress=lambda text, r=r: progress(f"repeat {r + 1}/{args.repeats}: {text}"),
         )
+        for name in names:
+            runs[name].append(done[name])
+    progress("")
+    if args.progress:
+        print(file=sys.stderr)
+    base = [run["seconds"] for run in runs["baseline"]]
+    timings = {
+        name: Timing([run["seconds"] for run in done], [run["seconds"] / b for run, b in zip(done, base, strict=True)])
+        for name, done in runs.items()
+    }
+    results = {
+        name: {
+            **done[0],
+            "accuracies": [run["accuracy"] for run in done],  # the same in every repeat: the same run
+            "seconds": timings[name].seconds,
+            "ratios": timings[name].ratios,
+        }
+        for name, done in runs.items()
+    }
+    accuracies = {name: result["accuracy"] for name, result in results.items()}
+    said = verdict(accuracies, timings, kinds, tolerance=args.tolerance)
+
+    sizes = f"{len(split.x_train)} train / {len(split.x_test)} test"
+    print(f"MNIST-1D, {sizes}, {args.epochs} epochs, batch {args.batch_size}, {args.repeats} timed repeats")
+    header = f"{'arm':<22}{'test acc':>9}{'backprop':>10}{'fwd-equiv':>11}{'predicted':>11}"
+    print(f"{header}  {'CPU s [min-max]':<23}{'vs base [min-max]'}")
+    for name, r in results.items():
+        t = timings[name]
+        cpu = f"{statistics.median(t.seconds):.2f}s [{min(t.seconds):.2f}-{max(t.seconds):.2f}]"
+        ratio = f"{t.ratio:.2f}x [{t.low:.2f}-{t.high:.2f}]"
+        print(
+            f"{name:<22}{r['accuracy']:>9.4f}{r['backprop_fraction']:>10.2f}"
+            f"{r['forward_equivalents'] / results['baseline']['forward_equivalents']:>10.2f}x"
+            f"{r['predicted_seconds']:>10.1f}s  {cpu:<23}{ratio}"
+        )
+    print()
+    print(LEGEND.format(repeats=args.repeats, small=small, level=LEVEL))
+    print()
+    print(textwrap.fill(said, width=116))
     if args.json:
         with open(args.json, "w") as file:
-            json.dump({**results, "costs": costs.as_dict()}, file, indent=1)
+            json.dump({**results, "costs": costs.as_dict(), "verdict": said}, file, indent=1)
     return results
 
 
@@ -186,6 +414,7 @@ def calibrate_here(split, batch_size: int, keep: float, small: int):
         score_sizes=sizes, engine_steps={"sb": sb_step}, engine_batch=batch_size, block=4, rounds=3,
         data_calls={size: fetch(size) for size in (batch_size, small)},
         make_optimizer=lambda m: torch.optim.AdamW(m.parameters(), lr=3e-3, weight_decay=1e-4),
+        clock=time.thread_time,  # CPU seconds, as the arms are measured
     )  # fmt: skip
 
 

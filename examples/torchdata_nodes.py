@@ -5,7 +5,7 @@ Halfway through the second epoch the script checkpoints the model, the optimizer
 trains on, then builds everything afresh from the checkpoint and checks that the resumed run trains on exactly
 the same batches and ends with exactly the same weights.
 
-Run from the repository root (or with sbdata installed: ``pip install "sbdata[torchdata,examples]"``)::
+Run from the root of your clone (or after ``pip install -e ".[torchdata,examples]"`` there)::
 
     PYTHONPATH=. python examples/torchdata_nodes.py                         # 4000 samples, 4 epochs, seconds
     PYTHONPATH=. python examples/torchdata_nodes.py --samples 1000 --epochs 2   # what the tests run

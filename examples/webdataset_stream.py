@@ -6,7 +6,7 @@ and trains through ``sb_select``. It then prints the keys selected most often: t
 inspect. Decoding reads only ``.npy`` (``allow_pickle=False``) and ``.cls``; WebDataset's own decoders, which
 include pickle for ``.pyd``/``.pkl`` files, are never enabled.
 
-Run from the repository root (or with sbdata installed: ``pip install "sbdata[webdataset,examples]"``)::
+Run from the root of your clone (or after ``pip install -e ".[webdataset,examples]"`` there)::
 
     PYTHONPATH=. python examples/webdataset_stream.py                          # 4000 samples, 4 epochs, seconds
     PYTHONPATH=. python examples/webdataset_stream.py --samples 1000 --epochs 2    # what the tests run

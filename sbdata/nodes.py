@@ -16,7 +16,9 @@ from typing import Any
 try:
     from torchdata.nodes import BaseNode
 except ImportError as error:
-    raise ImportError('sbdata.nodes needs torchdata 0.11 (torchdata.nodes): pip install "sbdata[torchdata]"') from error
+    raise ImportError(
+        'sbdata.nodes needs torchdata 0.11 (torchdata.nodes): pip install -e ".[torchdata]" from the clone'
+    ) from error
 
 from torch import nn
 

@@ -1,6 +1,7 @@
 import ast
 import codecs
 import inspect
+import json
 import re
 import subprocess
 import sys
@@ -30,15 +31,114 @@ def readme_python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
 
 
-def test_readme_python_blocks_run_in_order():
-    blocks = readme_python_blocks()
+# The optional packages, by import name, and the distribution (pyproject requirement) that brings each one.
+OPTIONAL_IMPORTS = {
+    "torchdata": "torchdata",
+    "webdataset": "webdataset",
+    "lightning": "lightning",
+    "pytorch_lightning": "lightning",
+    "lightning_fabric": "lightning",
+    "accelerate": "accelerate",
+    "transformers": "transformers",
+    "mnist1d": "mnist1d",
+    "tqdm": "tqdm",
+    "matplotlib": "matplotlib",
+}
+INSTALL_LINE = re.compile(r'\A# install: pip install -e (?:\.|"\.\[([\w,]+)\]")(?:\s|$)')
+
+
+def extras_distributions() -> dict[str, set[str]]:
+    """Each extra of pyproject.toml and the distributions (names only) it installs."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import pytest
+
+        tomllib = pytest.importorskip("tomli")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    return {name: {re.split(r"[<>=!~; \[]", req, maxsplit=1)[0] for req in reqs} for name, reqs in extras.items()}
+
+
+def readme_block_installs() -> list[tuple[str, list[str]]]:
+    """Each python block of the README and the extras its first line names (``# install: pip install -e .`` for the
+    core install, ``# install: pip install -e ".[torchdata]"`` for an extra)."""
+    found = []
+    for i, block in enumerate(readme_python_blocks()):
+        named = INSTALL_LINE.match(block)
+        assert named, f"README python block {i} does not open with the install it needs (# install: ...):\n{block}"
+        found.append((block, sorted(named.group(1).split(",")) if named.group(1) else []))
+    return found
+
+
+# Runs in a fresh interpreter: the blocks in order, in one namespace, each with only its own install importable.
+RUN_BLOCKS = """
+import json, sys, traceback
+
+spec = json.load(sys.stdin)
+optional = spec["optional"]
+origin = {name: frozenset() for name in sys.modules}  # the distributions allowed when each module was imported
+namespace = {"__name__": "readme"}
+for i, (block, allowed) in enumerate(spec["blocks"]):
+    allowed = frozenset(allowed)
+    hidden = {m: sys.modules.pop(m) for m in list(sys.modules) if not origin.get(m, frozenset()) <= allowed}
+    refused = [name for name, distribution in optional.items() if distribution not in allowed]
+    sys.modules.update(dict.fromkeys(refused))  # None: `import` raises ModuleNotFoundError, find_spec says absent
+    try:
+        exec(compile(block, f"README.md python block {i}", "exec"), namespace)
+    except BaseException as error:
+        print(f"README python block {i} failed: {error!r}\\n{block}")
+        traceback.print_exc()
+        sys.exit(1)
+    for name in refused:
+        del sys.modules[name]
+    for name in sys.modules:
+        origin.setdefault(name, allowed)
+    sys.modules.update(hidden)
+"""
+
+
+def test_readme_python_blocks_run_in_order_with_exactly_their_installs():
+    """Every python block of the README runs, in order, with exactly the install its first line names.
+
+    Building one environment per extra would take minutes of CI per extra, so the blocks run in one fresh
+    interpreter of the test environment (which has every extra) where the missing installs are simulated: before
+    each block, every optional package (torchdata, webdataset, lightning, accelerate, transformers, mnist1d, tqdm,
+    matplotlib) that the block's named extras do not bring is entered in ``sys.modules`` as ``None``, so that
+    ``import`` raises the ``ModuleNotFoundError`` a core install would and ``importlib.util.find_spec`` reports it
+    absent (a meta path finder that raised would break the probes torch makes with ``find_spec``; one that returned
+    nothing could not stop the next finder); modules imported by an earlier block with more extras (``sbdata.nodes``)
+    are hidden from a later block with fewer. A block that needs an extra it does not name fails, naming itself.
+    """
+    distributions = extras_distributions()
+    blocks = readme_block_installs()
     assert len(blocks) >= 4
-    namespace: dict = {"__name__": "readme"}
-    for i, block in enumerate(blocks):
-        try:
-            exec(compile(block, f"README.md python block {i}", "exec"), namespace)
-        except Exception as error:  # name the block that rotted
-            raise AssertionError(f"README python block {i} failed: {error!r}\n{block}") from error
+    runs = []
+    for i, (block, extras) in enumerate(blocks):
+        unknown = sorted(set(extras) - set(distributions))
+        assert not unknown, f"README python block {i} names extras pyproject.toml lacks: {unknown}"
+        runs.append((block, sorted(set().union(*(distributions[e] for e in extras)) & set(OPTIONAL_IMPORTS.values()))))
+    spec = json.dumps({"optional": OPTIONAL_IMPORTS, "blocks": runs})
+    run = subprocess.run(
+        [sys.executable, "-c", RUN_BLOCKS], input=spec, capture_output=True, text=True, cwd=ROOT, timeout=600
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_block_runner_refuses_an_extra_the_block_does_not_name():
+    blocks = [("import torch\nimport sbdata\n", []), ("from sbdata.nodes import SBSelector\n", ["torchdata"])]
+    blocks += [("from sbdata.nodes import SBSelector\n", [])]  # imported above with torchdata: hidden here
+    spec = json.dumps({"optional": OPTIONAL_IMPORTS, "blocks": blocks})
+    run = subprocess.run([sys.executable, "-c", RUN_BLOCKS], input=spec, capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 1
+    assert "README python block 2 failed" in run.stdout and "torchdata" in run.stdout + run.stderr
+
+
+def test_the_install_line_names_the_extras():
+    assert INSTALL_LINE.match("# install: pip install -e .\nimport torch").group(1) is None
+    assert (
+        INSTALL_LINE.match('# install: pip install -e ".[torchdata,webdataset]"\n').group(1) == "torchdata,webdataset"
+    )
+    assert not INSTALL_LINE.match("# install: pip install sbdata[torchdata]\n")
 
 
 def readme_option_names() -> list[str]:

@@ -1,4 +1,5 @@
-"""The quickstart runs end to end as the README runs it (a script), small; the examples' shared data loader."""
+"""The quickstart runs end to end as the README runs it (a script), small, and its verdict reads fixed numbers; the
+examples' shared data loader; the plain-PyTorch MNIST loop with one SBLoader line."""
 
 import json
 import os
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples"))  # the scripts import their siblings (common, costmodel) by name
 
 
 # Seconds per call (as examples/costmodel.Costs.as_dict()), for --small: 1600 training samples, batch 256 (the last
@@ -25,27 +27,95 @@ FIXED_COSTS = {
 @pytest.mark.slow
 def test_quickstart_small_runs_end_to_end(tmp_path):
     out_path, costs_path = tmp_path / "results.json", tmp_path / "costs.json"
-    costs_path.write_text(json.dumps(FIXED_COSTS))  # no calibration: the control rows cannot depend on a clock
-    command = [sys.executable, str(ROOT / "examples" / "quickstart.py"), "--small", "--no-progress", "--json", out_path]
+    costs_path.write_text(json.dumps(FIXED_COSTS))  # no calibration: nothing in the run reads a clock but the timing
+    command = [sys.executable, str(ROOT / "examples" / "quickstart.py"), "--small", "--json", out_path]
     command += ["--costs", costs_path]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # sbdata from this checkout, installed or not
     run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "baseline" in run.stdout and "SB top-k keep=0.33" in run.stdout
+    assert "Legend:" in run.stdout and "Verdict: " in run.stdout  # its words read measured seconds: not asserted
+    assert run.stderr == ""  # no progress output without --progress
     results = json.loads(out_path.read_text())
     assert results.pop("costs") == FIXED_COSTS
+    assert results.pop("verdict").startswith("Verdict: ")
+    # The controls are sized in forward-equivalents, not by a clock: SB's one epoch scores 1600 samples and trains
+    # 6 * 85 + 22 = 532 (3 FE each), 3196 FE against a plain epoch's 4800, 0.67 epochs: no shorter baseline, and
+    # batch 85 for max(1, floor(0.67)) = ceil(0.67) = 1 epoch.
+    assert list(results) == [
+        "baseline",
+        "SB top-k keep=0.33",
+        "SB + LossCache(2)",
+        "random keep=0.33",
+        "batch 85, 1 epochs",
+    ]
     # Priced by the fixed table: SB's 7 loader batches cost 7 * (1 + 0.03 + 3) ms plus scoring 6 * 1.6 + 0.6 ms (the
-    # last batch's 64) = 38.4 ms, under one baseline epoch (7 * 7 = 49 ms), so no shorter baseline runs; batch 85 for
-    # 1 epoch (19 * 3.4 = 65 ms) is the nearest small-batch control.
-    assert list(results) == ["baseline", "SB top-k keep=0.33", "SB + LossCache(2)", "batch 85, 1 epochs"]
+    # last batch's 64).
     assert results["SB top-k keep=0.33"]["predicted_seconds"] == pytest.approx(7 * 4.03e-3 + 6 * 1.6e-3 + 6e-4)
     assert results["batch 85, 1 epochs"]["backprop_fraction"] == 1.0  # the small-batch control trains on everything
     sb = results["SB top-k keep=0.33"]
     assert abs(sb["backprop_fraction"] - 0.33) < 0.02  # ceil(0.33 * 256) per batch, plus the short last batch
-    assert sb["forward_equivalents"] < results["baseline"]["forward_equivalents"]
+    assert sb["forward_equivalents"] == 1600 + 3 * 532 < results["baseline"]["forward_equivalents"]
     cached = results["SB + LossCache(2)"]  # one epoch: nothing is cached yet, so it scores what SB scores
     assert cached["backprop_fraction"] == sb["backprop_fraction"]
+    assert results["random keep=0.33"]["backprop_fraction"] == sb["backprop_fraction"]
     assert all(0.0 <= r["accuracy"] <= 1.0 and r["predicted_seconds"] > 0 for r in results.values())
+    assert all(len(r["seconds"]) == len(r["ratios"]) == 2 for r in results.values())  # --small: 2 timed repeats
+    assert all(len(set(r["accuracies"])) == 1 for r in results.values())  # every repeat is the same run
+
+
+# The verdict reads accuracies and ratios only: fixed numbers here, no clock.
+KINDS = {"SB top-k keep=0.33": "selection", "random keep=0.33": "random", "batch 85, 4 epochs": "small batch"}
+
+
+def verdict_for(accuracies: dict[str, float], ratios: dict[str, list[float]]) -> str:
+    from quickstart import Timing, verdict
+
+    timings = {name: Timing([], values) for name, values in ratios.items()}
+    return verdict({"baseline": 0.97, **accuracies}, timings, KINDS, tolerance=0.25)
+
+
+def test_the_verdict_says_selection_pays_when_no_control_reaches_the_accuracy_as_fast():
+    said = verdict_for(
+        {"SB top-k keep=0.33": 0.969, "random keep=0.33": 0.96, "batch 85, 4 epochs": 0.975},
+        {"SB top-k keep=0.33": [0.70, 0.72, 0.75], "random keep=0.33": [0.6] * 3, "batch 85, 4 epochs": [0.8] * 3},
+    )  # random is faster but a point short; the small batch reaches the accuracy, but slower
+    assert said.startswith("Verdict: selection pays here: SB top-k keep=0.33 (0.72x, 0.70-0.75x)")
+    assert "ahead of every plain control" in said
+
+
+def test_the_verdict_names_a_plain_control_that_wins():
+    said = verdict_for(
+        {"SB top-k keep=0.33": 0.97, "random keep=0.33": 0.96, "batch 85, 4 epochs": 0.975},
+        {
+            "SB top-k keep=0.33": [0.75, 0.78, 0.8],
+            "random keep=0.33": [0.7] * 3,
+            "batch 85, 4 epochs": [0.6, 0.62, 0.63],
+        },
+    )
+    assert said.startswith("Verdict: a plain control wins: batch 85, 4 epochs (0.62x, 0.60-0.63x)")
+    assert said.endswith("use a smaller batch.")
+
+
+def test_the_verdict_calls_selection_level_with_a_control_inside_its_spread():
+    said = verdict_for(
+        {"SB top-k keep=0.33": 0.97, "random keep=0.33": 0.97, "batch 85, 4 epochs": 0.96},
+        {
+            "SB top-k keep=0.33": [0.7, 0.72, 0.74],
+            "random keep=0.33": [0.73, 0.75, 0.77],
+            "batch 85, 4 epochs": [0.5] * 3,
+        },
+    )  # random's fastest repeat (0.73x) lies inside top-k's range (0.70-0.74x)
+    assert said.startswith("Verdict: selection does not beat the plain control here: SB top-k keep=0.33 (0.72x")
+    assert "random keep=0.33 (0.75x, 0.73-0.77x)" in said and "adds nothing over chance" in said
+
+
+def test_the_verdict_says_nothing_paid_when_no_arm_is_faster_in_every_repeat():
+    said = verdict_for(
+        {"SB top-k keep=0.33": 0.969, "random keep=0.33": 0.95, "batch 85, 4 epochs": 0.975},
+        {"SB top-k keep=0.33": [0.9, 0.95, 1.01], "random keep=0.33": [0.7] * 3, "batch 85, 4 epochs": [1.1] * 3},
+    )
+    assert said.startswith("Verdict: nothing paid here")
 
 
 def test_load_mnist1d_restores_global_rngs():
@@ -64,3 +134,39 @@ def test_load_mnist1d_restores_global_rngs():
     assert (np.random.random(), random.random()) == expected
     assert split.x_train.shape == (160, 1, 40) and split.x_train.dtype.is_floating_point
     assert split.y_test.shape == (40,)
+
+
+@pytest.mark.slow
+def test_the_public_mnist_loop_takes_sbdata_with_one_line(tmp_path):
+    """examples/mnist_loop.py, the classic PyTorch loop with ``len(train_loader.dataset)`` in its progress print and
+    one SBLoader line, trains and tests as the public example does (tiny: 2000 samples, 2 epochs)."""
+    command = [sys.executable, str(ROOT / "examples" / "mnist_loop.py"), "--samples", "2000", "--epochs", "2"]
+    command += ["--log-interval", "5", "--no-accel"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # sbdata from this checkout, installed or not
+    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    # 1600 training samples in batches of 64: 25 loader batches, of which batches 0, 5, ..., 20 print; under
+    # selection each trains on ceil(0.5 * 64) = 32 samples, so the count is batch_idx * 32 of the dataset's 1600.
+    progress = [line for line in run.stdout.splitlines() if line.startswith("Train Epoch:")]
+    assert [line.split("\t")[0] for line in progress[:5]] == [
+        "Train Epoch: 1 [0/1600 (0%)]",
+        "Train Epoch: 1 [160/1600 (20%)]",
+        "Train Epoch: 1 [320/1600 (40%)]",
+        "Train Epoch: 1 [480/1600 (60%)]",
+        "Train Epoch: 1 [640/1600 (80%)]",
+    ]
+    assert len(progress) == 10  # 5 per epoch, 2 epochs
+    assert run.stdout.count("Test set: Average loss:") == 2
+    assert "/400 (" in run.stdout  # the test set's 400 samples
+
+
+def test_the_verdict_counts_medians_within_ten_percent_as_level():
+    said = verdict_for(
+        {"SB top-k keep=0.33": 0.97, "random keep=0.33": 0.97, "batch 85, 4 epochs": 0.96},
+        {
+            "SB top-k keep=0.33": [0.7, 0.71, 0.72],
+            "random keep=0.33": [0.76, 0.77, 0.78],
+            "batch 85, 4 epochs": [0.5] * 3,
+        },
+    )  # the ranges do not meet, but 0.77x is within 10% of 0.71x: a difference the repeats' spread can make
+    assert said.startswith("Verdict: selection does not beat the plain control here")
