@@ -11,19 +11,9 @@ Stages, also runnable alone (``--worker I/N`` runs every N-th run from the I-th;
     python -m benchmarks lm run  [--worker I/N]     # every arm x budget x seed of both regimes
     python -m benchmarks lm report                  # tables, targets, plot
 
-Regimes (the suite is shared with the auto benchmark: ``benchmarks/harness/lm_suite.py``):
-
-- ``single-pass`` (pretraining-like): every run reads a seeded permutation of all training chunks and never sees a
-  chunk twice; an arm that scores more reads further into it.
-- ``repeating`` (fine-tuning-like): a fixed subset of ``SUBSET`` training chunks, which the tuned baseline reads
-  about 8 times at the reference budget, so the loss cache and pruning can reuse losses.
-
-Tuning: the baseline's (batch, LR) grid runs at equal seconds (``REFERENCE_SECONDS`` of CPU time each, the LR
-annealed over them), because per-step costs make small batches dear in seconds: at equal FE the smallest batch
-always won (batch 1 at 1.82 nats/byte against 1.86 at batch 4), at 1.7x the seconds. The reference budget is the
-tuned run's FE; every arm runs at 0.4x and 1.0x of it. Runs are interleaved (per seed and budget, every arm in turn,
-rotating) and appended to ``<out>/<stage>.jsonl`` as they end, so a rerun continues where a crash stopped. Torch
-runs on one thread with the allocator pinned (``harness/timing.py``); seconds are thread CPU time.
+The suite itself (its two regimes, single-pass and repeating, the baseline's tuning grid at equal seconds, the
+budgets and the interleaved, resumable runs) is shared with the auto benchmark and described where it lives:
+``benchmarks/harness/lm_suite.py``.
 """
 
 from __future__ import annotations

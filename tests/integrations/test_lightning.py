@@ -92,17 +92,21 @@ class Tiny(pl.LightningModule):
         return self.make_loader(self)
 
 
-def fit(make_loader) -> None:
-    trainer = pl.Trainer(
-        max_epochs=1,
+def quiet_trainer(**options) -> pl.Trainer:
+    """A one-device CPU Trainer with no logger, progress bar, summary or checkpoints (``options`` added)."""
+    return pl.Trainer(
         accelerator="cpu",
         devices=1,
         logger=False,
         enable_progress_bar=False,
         enable_model_summary=False,
         enable_checkpointing=False,
+        **options,
     )
-    trainer.fit(Tiny(make_loader))
+
+
+def fit(make_loader) -> None:
+    quiet_trainer(max_epochs=1).fit(Tiny(make_loader))
 
 
 def data() -> DataLoader:
@@ -169,16 +173,7 @@ def test_overfit_batches_keeps_selection_or_stops_naming_shuffle_false(shuffle):
             DataLoader(data().dataset, batch_size=8, shuffle=shuffle), module, F.cross_entropy, keep=0.5
         )
     )
-    trainer = pl.Trainer(
-        max_epochs=2,
-        overfit_batches=2,
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        enable_checkpointing=False,
-    )
+    trainer = quiet_trainer(max_epochs=2, overfit_batches=2)
     if shuffle:
         with pytest.raises(
             RuntimeError, match="overfit_batches.*Fix: build the training DataLoader with shuffle=False"
