@@ -105,6 +105,7 @@ def suite_arms(user: dict[str, Any], tuned: dict[str, Any]) -> list[SelectArm]:
 BLOCK, ROUNDS, WARMUP = 32, 41, 2
 
 OFF = CostTable(score_per_sample=1.0, train_per_sample=1.0)  # scoring as dear as training: selection never pays
+NEVER = 10**12  # Auto(warmup=NEVER): no trial ever starts, for the per-step cost between trials
 
 
 class Stepper:

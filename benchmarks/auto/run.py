@@ -43,7 +43,7 @@ from benchmarks.harness.suites import RECIPE_SUITES
 from benchmarks.harness.timing import alternated, cpu_clock, interleaved, rotated, setup
 from benchmarks.harness.train import train_run
 
-from .arms import BLOCK, OFF, ROUNDS, WARMUP, SelectArm, Stepper, suite_arms
+from .arms import BLOCK, NEVER, OFF, ROUNDS, WARMUP, SelectArm, Stepper, suite_arms
 
 RESULTS = results_dir("auto")
 SUITES = RECIPE_SUITES  # name: (samples, family, label noise, epochs)
@@ -67,9 +67,17 @@ def plan(name: str, smoke: bool) -> tuple[int, str, float, int, tuple[int, ...],
     return samples, family, noise, epochs, seeds, suite_arms(user, TUNED[family])
 
 
-def run_auto_suite(name: str, out: Path, worker: tuple[int, int], smoke: bool, info: dict) -> None:
-    """Every (seed, arm) of suite ``name`` not yet in ``out/<name>/runs.jsonl``, interleaved and rotating."""
+def run_auto_suite(
+    name: str, out: Path, worker: tuple[int, int], smoke: bool, info: dict, only: list[str] | None = None
+) -> None:
+    """Every (seed, arm) of suite ``name`` not yet in ``out/<name>/runs.jsonl``, interleaved and rotating (``only``:
+    these arms alone)."""
     samples, family, noise, epochs, seeds, arms = plan(name, smoke)
+    if only:
+        unknown = sorted(set(only) - {arm.name for arm in arms})
+        if unknown:
+            raise SystemExit(f"--arms: unknown arm(s) {unknown}; the suite's arms are {[arm.name for arm in arms]}")
+        arms = [arm for arm in arms if arm.name in only]
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
     data = dataset(samples, noise=noise)
@@ -148,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default benchmarks/results/auto)")
     parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 2 epochs, one seed")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes for 'all' (default 2)")
+    parser.add_argument("--arms", help="'run' only: comma-separated arm names to run (default: every arm)")
     parser.add_argument("--worker", help="I/N: run every N-th run from the I-th (default 0/1; 'lm': its N workers)")
     args = parser.parse_args(argv)
     worker = None if args.worker is None else tuple(int(v) for v in args.worker.split("/"))
@@ -176,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.suite is None:
         parser.error("run needs a suite: one of " + ", ".join(sorted(SUITES)))
-    run_auto_suite(args.suite, args.out, worker or (0, 1), args.smoke, info)  # type: ignore[arg-type]
+    only = args.arms.split(",") if args.arms else None
+    run_auto_suite(args.suite, args.out, worker or (0, 1), args.smoke, info, only)  # type: ignore[arg-type]
     return 0
 
 
@@ -198,8 +208,8 @@ def timing(out: Path, *, smoke: bool = False, info: dict[str, Any] | None = None
     weighted = {"policy": "importance", "score": "gradnorm", "return_weights": True}
     arms = {
         "plain loop": Stepper(batches, None),
-        "auto (off)": Stepper(batches, Auto(costs=OFF)),
-        "auto importance-gradnorm (off)": Stepper(batches, Auto(costs=OFF), **weighted),
+        "auto (off)": Stepper(batches, Auto(costs=OFF, warmup=NEVER)),
+        "auto importance-gradnorm (off)": Stepper(batches, Auto(costs=OFF, warmup=NEVER), **weighted),
     }
     rounds = 3 if smoke else ROUNDS
 
@@ -226,7 +236,8 @@ def timing(out: Path, *, smoke: bool = False, info: dict[str, Any] | None = None
             a / p for a, p in zip(seconds["auto importance-gradnorm (off)"], plain, strict=True)
         ],
         "auto_on_share": stats.auto_on_share,
-        "probe_every": auto.probe_every,
+        "trial_batches": auto.trial_batches,
+        "every": auto.every,
         "samples_scored": stats.samples_scored,
         "block": BLOCK,
         "rounds": rounds,

@@ -81,9 +81,16 @@ def has_auto(engine: Any) -> bool:
 
 def auto_decisions(stats: Any, *, score_share: bool = False) -> dict[str, Any]:
     """What ``keep="auto"``'s controller decided over a run, from the loader's public statistics, for a run's record:
-    its on-share, tau, predicted speed-up (and the scoring share, with ``score_share``), why it is off, and its
-    decisions ``(step, on, keep, tau, speedup)``."""
-    out = {"on_share": stats.auto_on_share, "tau": stats.auto_tau, "speedup": stats.auto_speedup}
+    its on-share, its trials and their share of the batches, tau, the last trial's measured speed-up (and the
+    scoring share, with ``score_share``), the last decision's reason, and its decisions
+    ``(step, on, keep, tau, speedup)``."""
+    out = {
+        "on_share": stats.auto_on_share,
+        "trials": stats.auto_trials,
+        "trial_share": stats.auto_trial_share,
+        "tau": stats.auto_tau,
+        "speedup": stats.auto_speedup,
+    }
     if score_share:
         out["score_share"] = stats.auto_score_share
     return {**out, "reason": stats.auto_reason, "history": [list(d) for d in stats.auto_decisions]}

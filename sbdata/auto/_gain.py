@@ -1,13 +1,18 @@
-"""Does selection pay? The online gain estimate as pure functions (derivation: ``docs/method_card.md``).
+"""Does selection pay? The gain estimate as pure functions (derivation: ``docs/method_card.md``).
 
 A batch's per-sample scores ``s`` (losses by default) give importance sampling's variance-reduction factor
 ``tau = sqrt(mean(s^2)) / mean(s)`` (Katharopoulos & Fleuret 2018; 1 for a flat spread, larger the more the scores
-concentrate). Drawing ``k`` of ``B`` candidates in proportion to the gradient norm makes an effective uniform batch
-``b_eff = 1 / (1/B + 1/(k tau^2))``; in the noise-dominated regime progress per step is proportional to the
-effective batch, so a selection step's progress per second, against a plain step's, is :func:`shrink_speedup` (the
-default layout, ``k`` of each loader batch of ``B``) or :func:`pool_speedup` (``batch_size=``). :func:`best_keep`
-picks the share that maximises it on a grid. Every function here is host arithmetic except :func:`score_sums`,
-which stays on the scores' device.
+concentrate). Drawing ``k`` of ``B`` candidates without replacement in proportion to the gradient norm makes an
+effective uniform batch ``b_eff`` with ``1/b_eff = 1/B + (B - k) / ((B - 1) k tau^2)`` (:func:`effective_batch`:
+``B`` itself at ``k = B``). Progress per step at batch ``b`` is ``1 / (1 + B_noise / b)`` of the noiseless step
+(McCandlish et al. 2018; ``B_noise`` the gradient noise scale, the critical batch): in the noise-dominated regime
+(``B_noise`` far above ``B``) progress is proportional to the batch, above the critical batch it barely depends on
+it. The estimate cannot know ``B_noise``, nor what a *biased* policy (top-k, rank) gains or loses, so every
+speed-up here takes ``noise_scale`` (default infinite: the noise-dominated bound, the lowest) and prices unbiased
+sampling; :func:`speedup_range` gives both ends. ``keep="auto"`` does not rely on it: it measures
+(``sbdata.auto``'s trials). :func:`small_batch_speedup` prices the other way to spend less per sample: the
+recipe at a smaller batch. Every function here is host arithmetic except :func:`score_sums`, which stays on the
+scores' device.
 """
 
 from __future__ import annotations
@@ -26,9 +31,12 @@ __all__ = [
     "effective_batch",
     "keep_grid",
     "pool_speedup",
+    "progress",
     "score_share",
     "score_sums",
     "shrink_speedup",
+    "small_batch_speedup",
+    "speedup_range",
     "tau",
     "tau_from_sums",
 ]
@@ -125,39 +133,78 @@ def tau(scores: torch.Tensor | Sequence[float]) -> float:
 
 
 def effective_batch(candidates: float, kept: float, tau_: float) -> float:
-    """The uniform batch whose gradient estimate has the variance of ``kept`` of ``candidates`` drawn by
-    importance: ``1 / (1/candidates + 1/(kept tau^2))``."""
-    return 1.0 / (1.0 / candidates + 1.0 / (kept * tau_ * tau_))
+    """The uniform batch whose gradient estimate has the variance of ``kept`` of ``candidates`` drawn by importance
+    without replacement: ``1 / (1/B + (B - k) / ((B - 1) k tau^2))`` (``B`` at ``k = B``; ``k`` at ``tau = 1`` for
+    large ``B``)."""
+    if kept >= candidates:
+        return float(candidates)
+    correction = (candidates - kept) / (candidates - 1) if candidates > 1 else 1.0
+    return 1.0 / (1.0 / candidates + correction / (kept * tau_ * tau_))
 
 
-def shrink_speedup(tau_: float, keep: float, batch: int, costs: CostTable, reuse: float = 0.0) -> float:
+def progress(batch: float, noise_scale: float) -> float:
+    """Progress of a step at ``batch`` against the noiseless step: ``1 / (1 + noise_scale / batch)``; proportional
+    to ``batch`` (divided by ``noise_scale``) when ``noise_scale`` is infinite."""
+    return batch if math.isinf(noise_scale) else 1.0 / (1.0 + noise_scale / batch)
+
+
+def _progress_ratio(b_eff: float, batch: float, noise_scale: float) -> float:
+    return progress(b_eff, noise_scale) / progress(batch, noise_scale)
+
+
+def shrink_speedup(
+    tau_: float, keep: float, batch: int, costs: CostTable, reuse: float = 0.0, noise_scale: float = math.inf
+) -> float:
     """Predicted progress per second of training ``k = keep_count(keep, batch)`` of each loader batch, against the
     plain step on the whole batch (> 1: selection pays).
 
-    ``[1 / (1 + B / (k tau^2))] * train(B) / (score(B) (1 - reuse) + train(k) + overhead)``, ``reuse`` the share of
-    scores a ``LossCache`` supplies without a forward, in [0, 1].
+    ``[P(b_eff) / P(B)] * train(B) / (score(B) (1 - reuse) + train(k) + overhead)``, with ``P`` :func:`progress`
+    at ``noise_scale`` (default infinite: ``b_eff / B``) and ``reuse`` the share of scores a ``LossCache`` supplies
+    without a forward, in [0, 1].
     """
     k = keep_count(keep, batch)
-    progress = 1.0 / (1.0 + batch / (k * tau_ * tau_))
-    return progress * costs.train(batch) / (costs.score(batch) * (1 - reuse) + costs.train(k) + costs.overhead)
+    ratio = _progress_ratio(effective_batch(batch, k, tau_), batch, noise_scale)
+    return ratio * costs.train(batch) / (costs.score(batch) * (1 - reuse) + costs.train(k) + costs.overhead)
 
 
 def pool_speedup(
-    tau_: float, keep: float, batch_size: int, costs: CostTable, reuse: float = 0.0, batch: int | None = None
+    tau_: float,
+    keep: float,
+    batch_size: int,
+    costs: CostTable,
+    reuse: float = 0.0,
+    batch: int | None = None,
+    noise_scale: float = math.inf,
 ) -> float:
     """Predicted progress per second of output batches of ``batch_size``, each drawn from ``C = batch_size/keep``
     candidates, against a plain step of ``batch_size``.
 
-    ``[1 / (keep + 1/tau^2)] * train(batch_size) / (scoring (1 - reuse) + train(batch_size) + overhead)``, where
-    ``scoring = score(C)``, or ``C / batch * score(batch)`` when the candidates come in loader batches of ``batch``
-    (the same without fixed costs; ``overhead`` is then counted per loader batch too).
+    ``[P(b_eff) / P(batch_size)] * train(batch_size) / (scoring (1 - reuse) + train(batch_size) + overhead)``,
+    ``b_eff`` the effective batch of ``batch_size`` drawn from ``C``, where ``scoring = score(C)``, or
+    ``C / batch * score(batch)`` when the candidates come in loader batches of ``batch`` (the same without fixed
+    costs; ``overhead`` is then counted per loader batch too).
     """
     candidates = batch_size / keep
     calls = 1.0 if batch is None else candidates / batch
     scoring = costs.score(candidates) if batch is None else calls * costs.score(batch)
-    progress = 1.0 / (keep + 1.0 / (tau_ * tau_))
+    b_eff = effective_batch(candidates, batch_size, tau_)
+    ratio = _progress_ratio(b_eff, batch_size, noise_scale)
     train = costs.train(batch_size)
-    return progress * train / (scoring * (1 - reuse) + train + calls * costs.overhead)
+    return ratio * train / (scoring * (1 - reuse) + train + calls * costs.overhead)
+
+
+def small_batch_speedup(keep: float, batch: int, costs: CostTable, noise_scale: float = math.inf) -> float:
+    """Predicted progress per second of the recipe at batch ``b = keep_count(keep, batch)`` (more steps, every
+    sample), against batch ``batch``: ``[P(b) / P(B)] * train(B) / train(b)``. 1 at an infinite ``noise_scale``
+    without fixed costs; up to ``train(B) / train(b)`` far above the critical batch. The LR must follow the batch."""
+    small = keep_count(keep, batch)
+    return _progress_ratio(small, batch, noise_scale) * costs.train(batch) / costs.train(small)
+
+
+def speedup_range(tau_: float, keep: float, batch: int, costs: CostTable, reuse: float = 0.0) -> tuple[float, float]:
+    """:func:`shrink_speedup`'s two ends: noise-dominated (``noise_scale`` infinite, the lower) and far above the
+    critical batch (``noise_scale`` 0: progress independent of the batch, only the seconds count)."""
+    return (shrink_speedup(tau_, keep, batch, costs, reuse), shrink_speedup(tau_, keep, batch, costs, reuse, 0.0))
 
 
 def score_share(keep: float, batch: int, costs: CostTable, reuse: float = 0.0, batch_size: int | None = None) -> float:

@@ -1,20 +1,34 @@
-"""The ``keep="auto"`` controller: routes loader batches, reads the gain estimate, decides (see ``sbdata.auto``)."""
+"""The ``keep="auto"`` controller: routes loader batches through trials and decisions (see ``sbdata.auto``)."""
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
+from torch import nn
 
-import sbdata.batch as _batch
 from sbdata._util import warn_from_user_code
-from sbdata.auto import Auto, CostTable, best_keep, score_share, score_sums, tau_from_sums
+from sbdata.auto import (
+    Auto,
+    CostTable,
+    fit_progress,
+    score_share,
+    score_sums,
+    shrink_speedup,
+    tau_from_sums,
+    trial_order,
+    verdict,
+)
 from sbdata.batch import HostCopy
 from sbdata.engine._cost_meter import CostMeter
+from sbdata.policies import keep_count
 
 __all__ = ["AutoController", "Route"]
+
+SUMS = 2  # per trial window: the sum and the count of the measured quality
 
 
 class Route(NamedTuple):
@@ -22,150 +36,212 @@ class Route(NamedTuple):
 
     Attributes:
         select: run the SB step on it (else it is yielded whole).
-        probe: score it anyway, for the estimate (only when not selecting).
-        keep: the share to keep when selecting, in (0, 1].
+        keep: the share to keep when selecting, in (0, 1).
+        measure: measure the model's quality on it before it is trained on (a trial window's measured part).
     """
 
     select: bool
-    probe: bool
     keep: float
+    measure: bool = False
+
+
+def quality_sums(quality: torch.Tensor) -> torch.Tensor:
+    """``[sum q, count]`` over a batch's finite qualities, float64 on their device (no synchronisation)."""
+    q = quality.detach().to(torch.float64)
+    finite = torch.isfinite(q)
+    return torch.stack([torch.where(finite, q, 0.0).sum(), finite.sum(dtype=torch.float64)])
 
 
 class AutoController:
-    """Decides, for a :class:`~sbdata.SelectionEngine`, whether and how much to select.
+    """Decides, for a :class:`~sbdata.SelectionEngine`, whether and how much to select, by trials on the live run.
+
+    The routed loader batches (those the schedule selects on) are counted. A trial starts ``warmup`` of them into
+    training, and ``every`` after each decision. Its windows of ``settle + window`` batches follow
+    :func:`~sbdata.auto.trial_order`. Over the last ``window`` batches of each, a copy of the model (the *shadow*,
+    made once) accumulates the running average of the live parameters after each step; during the next ``settle``
+    batches that average is measured on each arriving batch before it is trained on, into device sums copied to the
+    host as the part ends. ``window`` batches after the last one (the copies have landed by then), the controller
+    fits each arm's progress and decides.
 
     Args:
         settings: the :class:`Auto` settings.
-        unbiased: whether selection is unbiased importance sampling (a weighted policy with ``return_weights``),
-            which sets the lowest share it may choose (:meth:`Auto.lowest_keep`).
-        device: the scoring device (where the score sums accumulate).
+        model: the module the scoring pass calls (its parameters are averaged into the shadow; never written).
+        device: the scoring device.
         batch_size: the pooled output batch size, or None (shrink layout).
-        tracker: the engine's statistics (the cache's reused share is read from its host counters).
+        tracker: the engine's statistics.
         lockstep: the engine's coordinator under ``torch.distributed``, or None.
     """
 
-    def __init__(self, settings: Auto, unbiased: bool, device: torch.device, batch_size: int | None,
-                 tracker: Any, lockstep: Any) -> None:  # fmt: skip
-        self.settings, self.device = settings, device
+    def __init__(self, settings: Auto, model: nn.Module, device: torch.device, batch_size: int | None, tracker: Any,
+                 lockstep: Any) -> None:  # fmt: skip
+        self.settings, self.model, self.device = settings, model, device
         self.batch_size, self.tracker, self.lockstep = batch_size, tracker, lockstep
         self.meter = None if settings.costs is not None else CostMeter(device, settings.clock)
+        self.keeps = tuple(sorted(settings.keeps))  # arm a keeps keeps[a - 1], smallest first
+        self.order = trial_order(len(self.keeps), settings.cycles)
         self.on = False
-        self.min_keep = settings.lowest_keep(unbiased=unbiased)
-        self.keep = min(max(0.5, self.min_keep), settings.max_keep)
-        self.tau = math.nan
-        self.speedup = self.score_share = math.nan
-        self.window, self.batches, self.samples = 0, 0, 0  # scored steps, and their batches and samples
-        self.sums = torch.zeros(3, dtype=torch.float64, device=device)
-        self.in_flight: tuple[HostCopy, int, int] | None = None  # the previous window, on its way to the host
-        self.off_count = self.on_steps = self.off_steps = 0
-        self.decisions: list[list[float]] = []  # [step, on, keep, tau, speedup] per read
+        self.keep = max(settings.keeps)  # the share while on; reported as 1.0 while off
+        self.tau = self.speedup = self.score_share = self.predicted = math.nan
+        self.routed = 0  # loader batches routed so far
+        self.trial_start = settings.warmup  # routed index where the next (or current) trial starts
+        self.shadow: nn.Module | None = None  # the averaged parameters of the window last measured
+        self.averaged = 0  # parameter states in the shadow's running average
+        self.sums = torch.zeros(SUMS, dtype=torch.float64, device=device)  # the part being measured
+        self.copies: list[HostCopy] = []  # the trial's measured windows' sums, on their way to the host
+        self.scores = torch.zeros(4, dtype=torch.float64, device=device)  # score sums of the trial's SB steps
+        self.trials = 0
+        self.on_steps = self.off_steps = self.trial_steps = 0
+        self.decisions: list[list[float]] = []  # [step, on, keep, tau, speedup] per decision
         self.reason = ""
         self.warned = False
 
     # ----------------------------------------------------------------- per loader batch
-    def route(self, step: int) -> Route:
-        """What to do with a loader batch the schedule selects on; reads the estimate first when a window is full."""
-        if self.window >= (self.settings.every if self.on else self.settings.probes):
-            self._read(step)
-        if self.on:
-            return Route(True, False, self.keep)
-        return Route(False, self.off_count % self.settings.probe_every == self.settings.probe_every - 1, self.keep)
+    def _span(self) -> int:
+        return self.settings.settle + self.settings.window
 
-    def count(self, selected: bool, scored: bool, n: int) -> None:
-        """The routed batch was processed (selected, or plain; ``scored``: selected or probed)."""
-        if selected:
+    def _window(self, position: int) -> int:
+        """The trial window of routed batch ``position`` (< 0: before the trial; >= len(order): after it)."""
+        return (position - self.trial_start) // self._span()
+
+    def route(self, step: int) -> Route:
+        """What to do with a loader batch the schedule selects on; averages, ends a measurement, or decides
+        first (the live model is as the steps on the batches before left it)."""
+        position = self.routed
+        self.routed += 1
+        settings, windows, span = self.settings, len(self.order), self._span()
+        relative = position - self.trial_start
+        window, offset = relative // span, relative % span
+        if 0 <= window <= windows and relative >= span and offset == settings.settle:
+            self.copies.append(HostCopy(self.sums))  # window - 1's average, measured over this window's settling
+            self.sums = torch.zeros(SUMS, dtype=torch.float64, device=self.device)
+        if 0 <= window < windows and offset >= settings.settle:
+            self._average(offset == settings.settle)
+        elif 0 < window <= windows and offset == 0:
+            self._freeze()  # window - 1's average is complete: its buffers are the live ones now
+        if relative == windows * span + settings.settle + settings.window:
+            self._decide(step)
+        measure = 0 < window <= windows and offset < settings.settle
+        if 0 <= window < windows:
+            arm = self.order[window]
+            if arm > 0:
+                return Route(True, self.keeps[arm - 1], measure)
+            return Route(False, self.keep, measure)
+        return Route(self.on, self.keep, measure)
+
+    def _average(self, first: bool) -> None:
+        """Add the live parameters to the shadow's running average (start it anew with ``first``)."""
+        if self.shadow is None:
+            self.shadow = copy.deepcopy(self.model)
+            self.shadow.requires_grad_(False)
+        self.averaged = 1 if first else self.averaged + 1
+        with torch.no_grad():
+            live = [p.detach() for p in self.model.parameters()]
+            torch._foreach_lerp_(list(self.shadow.parameters()), live, 1.0 / self.averaged)
+
+    def _freeze(self) -> None:
+        if self.shadow is None:
+            return
+        with torch.no_grad():
+            for mine, theirs in zip(self.shadow.buffers(), self.model.buffers(), strict=True):
+                mine.copy_(theirs)
+
+    def in_trial(self) -> bool:
+        """Whether the last routed batch belonged to a trial window."""
+        return 0 <= self._window(self.routed - 1) < len(self.order)
+
+    def count(self, selected: bool, n: int) -> None:
+        """The routed batch was processed (``selected``, or yielded whole)."""
+        if self.in_trial():
+            self.trial_steps += 1
+        elif selected:
             self.on_steps += 1
         else:
             self.off_steps += 1
-            self.off_count += 1
-        if scored:
-            self.window += 1
-            self.batches += 1
-            self.samples += n
 
     def add(self, scores: torch.Tensor) -> None:
-        """Add a batch's scores to the window's device sums (no synchronisation)."""
-        self.sums = self.sums + score_sums(scores).to(self.sums.device)
+        """Add a trial SB step's scores to the device sums of ``tau`` (no synchronisation)."""
+        if self.in_trial():
+            sums = score_sums(scores).to(self.scores.device)
+            self.scores = self.scores + torch.cat([sums, sums.new_ones(1)])
 
-    def probe(self, split: Callable[[Any], Any], score: Callable[..., torch.Tensor], batch: Any, n: int) -> int:
-        """Score a batch that is yielded whole, for the estimate (and time it, measuring live); returns how many
-        samples were scored.
-
-        Measuring live, every second probe scores only the batch's first quarter, so that the scoring fit has two
-        sizes (its fixed cost per call, which prices training at the kept share, against its cost per sample).
-        """
+    def measure(self, split: Callable[[Any], Any], quality: Callable[..., torch.Tensor], batch: Any, n: int) -> int:
+        """Measure the shadow (the last window's averaged parameters) on a batch before it is trained on (timed as
+        a scoring pass, measuring live); returns the samples measured."""
+        if self.shadow is None:
+            return 0
         inputs, targets = split(batch)
-        if self.meter is not None and self.off_count // self.settings.probe_every % 2 == 1 and n >= 8:
-            quarter = torch.arange(n // 4, device=self.device)
-            inputs, targets, n = _batch.select(inputs, quarter), _batch.select(targets, quarter), n // 4
         if self.meter is not None:
             self.meter.begin_score()
-        self.add(score(inputs, targets, n))
+        self.sums = self.sums + quality_sums(quality(self.shadow, inputs, targets, n)).to(self.sums.device)
         if self.meter is not None:
             self.meter.end_score(n)
         return n
 
     def observed(self, losses: torch.Tensor) -> None:
-        """Training losses of a yielded batch: while off they are whole batches' losses, so they feed the estimate."""
-        if not self.on:
-            self.add(losses)
+        """Training losses of a yielded batch: trained on already, so they are not a trial's measurement."""
 
-    # ----------------------------------------------------------------- reading and deciding
-    def _read(self, step: int) -> None:
-        previous = self.in_flight
-        self.in_flight = (HostCopy(self.sums), self.batches, self.samples)
-        self.sums = torch.zeros(3, dtype=torch.float64, device=self.device)
-        self.window = self.batches = self.samples = 0
-        if previous is not None:
-            copy, batches, samples = previous
-            self._decide(step, [*copy.value().tolist(), batches, samples])  # issued a window ago: landed
+    # ----------------------------------------------------------------- trials and decisions
+    def _costs(self) -> CostTable | None:
+        return self.settings.costs if self.meter is None else self.meter.table()
 
-    def _decide(self, step: int, window: list[float]) -> None:
-        costs = self.settings.costs if self.meter is None else self.meter.table()
-        reused, scored = self.tracker.samples_reused, self.tracker.samples_scored
+    def _decide(self, step: int) -> None:
+        """Fit the trial whose copies have landed, decide, and schedule the next trial."""
+        settings = self.settings
+        rows = [copy.value().tolist() for copy in self.copies]  # the last one issued a window ago: landed
+        score_sums_ = self.scores.tolist()  # the trial's SB steps: a window ago or more
+        self.copies, self.averaged = [], 0
+        self.scores = torch.zeros(4, dtype=torch.float64, device=self.device)
+        self.trials += 1
+        self.trial_start = self.routed - 1 + settings.every
+        costs = self._costs()
+        known = costs is not None
         params = [0.0] * 5 if costs is None else [costs.score_per_sample, costs.train_per_sample,
                                                   costs.score_fixed, costs.train_fixed, costs.overhead]  # fmt: skip
-        values = [*window, reused, reused + scored, float(costs is not None), *params]
+        windows = len(self.order)
+        rows = (rows + [[0.0, 0.0]] * windows)[:windows]
+        values = [v for row in rows for v in row] + score_sums_ + [float(known), *params]
         if self.lockstep is not None:
             values = self.lockstep.reduce_sum(values)  # every rank decides from the same numbers
-        total, squares, count, batches, samples, reused_all, seen_all, known = values[:8]
-        if batches <= 0:
-            return
-        window_tau = tau_from_sums(total, squares, count)
-        s = self.settings.smoothing
-        self.tau = window_tau if math.isnan(self.tau) else s * self.tau + (1 - s) * window_tau
         world = 1 if self.lockstep is None else self.lockstep.world
-        if known < world:  # some rank has no timing yet
+        sums = [values[2 * j : 2 * j + 2] for j in range(windows)]
+        total, squares, count, steps = values[2 * windows : 2 * windows + 4]
+        tail = values[2 * windows + 4 :]
+        if tail[0] < world or any(row[1] <= 0 for row in sums) or steps <= 0:
+            self._record(step, "whole batches: a trial window measured nothing or nothing was timed yet; next "
+                               f"trial in {settings.every} batches")  # fmt: skip
             return
-        costs = CostTable(*(v / world for v in values[8:]))
-        batch = max(1, round(samples / batches))
-        reuse = reused_all / seen_all if seen_all else 0.0
-        keep, self.speedup = best_keep(self.tau, costs, batch, batch_size=self.batch_size,
-                                       min_keep=self.min_keep, max_keep=self.settings.max_keep,
-                                       step=self.settings.grid, reuse=reuse)  # fmt: skip
-        self.score_share = score_share(keep, batch, costs, reuse, self.batch_size)
-        if self.on and self.speedup < 1.0:
-            self.on = False
-        elif not self.on and self.speedup > 1.0 + self.settings.margin:
-            self.on = True
-        if self.on:
-            self.keep = keep
-        decision = [float(step), float(self.on), keep, self.tau, self.speedup]
+        costs = CostTable(*(v / world for v in tail[1:]))
+        self.tau = tau_from_sums(total, squares, count)
+        batch = max(1, round(count / steps))  # samples per SB step
+        levels = [row[0] / row[1] for row in sums]
+        middle = (settings.settle + settings.window / 2) / self._span()  # the average's time in its window
+        keeps = self.keeps
+        per_batch = [costs.train(batch)] + [
+            costs.score(batch) + costs.train(keep_count(k, batch)) + costs.overhead for k in keeps
+        ]
+        result = verdict(fit_progress(levels, self.order, len(keeps), middle), per_batch, keeps, z=settings.z,
+                         margin=settings.margin)  # fmt: skip
+        self.on = result.arm > 0
+        chosen = result.arm - 1 if self.on else max(range(len(keeps)), key=lambda i: result.contrasts[i])
+        self.keep = keeps[chosen]
+        self.speedup = result.speedups[chosen]
+        self.score_share = score_share(self.keep, batch, costs)
+        self.predicted = shrink_speedup(self.tau, self.keep, batch, costs)
+        self._record(step, f"{result.reason}; the variance model predicted {self.predicted:.2f}x at keep "
+                           f"{self.keep:g} (tau {self.tau:.2f})")  # fmt: skip
+
+    def _record(self, step: int, reason: str) -> None:
+        decision = [float(step), float(self.on), self.keep, self.tau, self.speedup]
         self.decisions = [*self.decisions, decision][-self.settings.decisions_kept :]
-        if not self.on:
-            spread = "flat" if self.tau < 1.2 else "concentrated"
-            self.reason = (
-                f"selection predicted {self.speedup:.2f}x here: scoring is {self.score_share:.0%} of a step and the "
-                f"loss spread is {spread} (tau {self.tau:.2f}); training on whole batches"
-            )
-            if not self.warned:
-                self.warned = True
-                warn_from_user_code(f"sbdata keep='auto': {self.reason}")
+        self.reason = f"trial {self.trials}: {reason}"
+        if not self.on and not self.warned:
+            self.warned = True
+            warn_from_user_code(f"sbdata keep='auto': {self.reason}")
 
     # ----------------------------------------------------------------- stats and state
     def stats(self) -> dict[str, Any]:
         """The ``auto_*`` fields of :class:`~sbdata.SBStats`."""
-        routed = self.on_steps + self.off_steps
+        routed = self.on_steps + self.off_steps + self.trial_steps
         return {
             "auto_on": self.on,
             "auto_on_share": self.on_steps / routed if routed else math.nan,
@@ -175,38 +251,45 @@ class AutoController:
             "auto_speedup": self.speedup,
             "auto_decisions": tuple(tuple(d) for d in self.decisions),
             "auto_reason": self.reason,
+            "auto_trials": self.trials,
+            "auto_trial_share": self.trial_steps / routed if routed else math.nan,
         }
 
     def state_dict(self) -> dict[str, Any]:
-        flight = None
-        if self.in_flight is not None:
-            copy, batches, samples = self.in_flight
-            values = torch.as_tensor(copy.value()).clone()
-            flight = [values, batches, samples]
-            self.in_flight = (HostCopy(values.to(self.device)), batches, samples)
+        windows = [torch.as_tensor(copy.value()).clone() for copy in self.copies]
+        self.copies = [HostCopy(w.to(self.device)) for w in windows]
         return {
             "on": self.on, "keep": self.keep, "tau": self.tau, "speedup": self.speedup,
-            "score_share": self.score_share, "window": [self.window, self.batches, self.samples],
-            "sums": self.sums.clone(), "in_flight": flight,
-            "counts": [self.off_count, self.on_steps, self.off_steps], "decisions": [list(d) for d in self.decisions],
+            "score_share": self.score_share, "predicted": self.predicted,
+            "routed": self.routed, "trial_start": self.trial_start, "trials": self.trials,
+            "sums": self.sums.clone(), "windows": windows, "scores": self.scores.clone(),
+            "shadow": None if self.shadow is None else {k: v.clone() for k, v in self.shadow.state_dict().items()},
+            "averaged": self.averaged,
+            "counts": [self.on_steps, self.off_steps, self.trial_steps],
+            "decisions": [list(d) for d in self.decisions],
             "reason": self.reason, "warned": self.warned,
             "meter": None if self.meter is None else self.meter.state_dict(),
         }  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.on, self.keep = bool(state["on"]), float(state["keep"])
-        self.tau, self.speedup, self.score_share = (
-            float(state["tau"]),
-            float(state["speedup"]),
-            float(state["score_share"]),
+        self.tau, self.speedup = float(state["tau"]), float(state["speedup"])
+        self.score_share, self.predicted = float(state["score_share"]), float(state["predicted"])
+        self.routed, self.trial_start, self.trials = (
+            int(state["routed"]),
+            int(state["trial_start"]),
+            int(state["trials"]),
         )
-        self.window, self.batches, self.samples = (int(v) for v in state["window"])
         self.sums = state["sums"].to(self.device, torch.float64).clone()
-        flight = state["in_flight"]
-        self.in_flight = (
-            None if flight is None else (HostCopy(flight[0].to(self.device)), int(flight[1]), int(flight[2]))
-        )
-        self.off_count, self.on_steps, self.off_steps = (int(v) for v in state["counts"])
+        self.copies = [HostCopy(w.to(self.device, torch.float64)) for w in state["windows"]]
+        self.scores = state["scores"].to(self.device, torch.float64).clone()
+        self.averaged = int(state["averaged"])
+        if state["shadow"] is not None:
+            if self.shadow is None:
+                self.shadow = copy.deepcopy(self.model)
+                self.shadow.requires_grad_(False)
+            self.shadow.load_state_dict(state["shadow"])
+        self.on_steps, self.off_steps, self.trial_steps = (int(v) for v in state["counts"])
         self.decisions = [[float(v) for v in d] for d in state["decisions"]]
         self.reason, self.warned = str(state["reason"]), bool(state["warned"])
         if self.meter is not None and state["meter"] is not None:

@@ -129,8 +129,9 @@ class SelectionEngine:
         self.pool = self.emitter.pool
         self.controller: AutoController | None = None
         if settings is not None:
-            unbiased = bool(self.policy.weighted and self.return_weights)
-            self.controller = AutoController(settings, unbiased, self.device, batch_size, self.tracker, self._lockstep)
+            self.controller = AutoController(
+                settings, scoring_module(model), self.device, batch_size, self.tracker, self._lockstep
+            )
         self._passes = Passes()
         self._intake = Intake(
             model, self.device, self.schedule, self.sb_step, self.emitter, self.tracker, self._passes, self.controller

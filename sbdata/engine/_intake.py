@@ -33,7 +33,7 @@ class Intake:
         tracker: the statistics (steps, samples seen, scoring seconds).
         passes: the engine's passes (steps and epochs), counted here once a batch has been processed.
         controller: the ``keep="auto"`` controller, or None: it routes each batch the schedule selects on (select
-            at the share it returns, or yield it whole, probe-scoring some).
+            at the share it returns, or yield it whole; in a trial it may measure the batch first).
     """
 
     def __init__(
@@ -86,21 +86,23 @@ class Intake:
         passes, sb_step = self.passes, self.sb_step
         if active is None:
             active = self.schedule.is_active(passes.step, passes.epoch_step)
-        controller, routed, probe, keep = self.controller, False, False, None
+        controller, routed, keep, measure = self.controller, False, None, False
         if controller is not None and active and n:
             routed = True
-            active, probe, keep = controller.route(passes.step)  # a counter check; a read once a window is full
+            active, keep, measure = controller.route(passes.step)  # a counter check; a decision once per trial
+        moved = None
+        if measure:
+            moved = _batch.to_device(batch, self.device)
+            self._measure(moved, n)  # before it is trained on
         if not active or n == 0:
-            batch = _batch.to_device(batch, self.device)
-            if probe:
-                self._probe(batch, n)
+            batch = _batch.to_device(batch, self.device) if moved is None else moved
             self.emitter.add_plain(batch, n)
             self._count(n)
             if routed:
-                controller.count(False, probe, n)  # type: ignore[union-attr]
+                controller.count(False, n)  # type: ignore[union-attr]
             return
         ids = sb_step.ids(batch) if sb_step.reads_ids else None  # read before the move: host ids cost no sync
-        batch = _batch.to_device(batch, self.device)
+        batch = _batch.to_device(batch, self.device) if moved is None else moved
         tracker = self.tracker
         saved = tracker.counters()
         started = time.perf_counter()
@@ -118,16 +120,16 @@ class Intake:
             meter.end_score(n)
         tracker.scoring_seconds += time.perf_counter() - started
         if controller is not None:
-            controller.add(kept.scores)  # every SB step's scores feed the estimate (device sums: no sync)
+            controller.add(kept.scores)  # device sums: no synchronisation
         self.emitter.add_kept(kept.subset, kept.size, kept.ratio, kept.expected, kept.candidates, emit_empty)
         self._count(n)
         if routed:
-            controller.count(True, True, n)  # type: ignore[union-attr]
+            controller.count(True, n)  # type: ignore[union-attr]
 
-    def _probe(self, batch: Any, n: int) -> None:
-        """Score a batch that is yielded whole, for ``keep="auto"``'s estimate (dropout seeded as an SB step's)."""
-        split, score = self.sb_step.probe_scorer(self.passes.step)
-        self.tracker.samples_scored += self.controller.probe(split, score, batch, n)  # type: ignore[union-attr]
+    def _measure(self, batch: Any, n: int) -> None:
+        """Measure the trial's averaged model on a batch before it is trained on (``keep="auto"``)."""
+        split, quality = self.sb_step.quality_pass(self.passes.step)
+        self.tracker.samples_scored += self.controller.measure(split, quality, batch, n)  # type: ignore[union-attr]
 
     def end_source(self) -> None:
         """The epoch's source ran out: report a non-finite loss whose flag is still in flight, apply the cache's

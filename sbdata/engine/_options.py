@@ -151,7 +151,7 @@ def check_engine_options(model: Any, keep: Any, schedule: Any, batch_size: Any, 
         raise TypeError(f"model must be the torch.nn.Module being trained, got {type(model).__name__}")
     auto = as_auto(keep)
     if auto is not None:  # the controller sets the share; the policy is told that the user chose it
-        keep = min(max(0.5, auto.min_keep or 0.0), auto.max_keep)
+        keep = max(auto.keeps)
     keep_given = keep is not None
     keep = 0.5 if keep is None else keep
     if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep <= 1:

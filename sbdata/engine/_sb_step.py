@@ -155,15 +155,16 @@ class SBStep:
                 f"id_key={self.id_key!r} is not in the batch ({found}); pass the key of the id field"
             ) from None
 
-    def probe_scorer(self, step: int) -> tuple[Callable[[Any], tuple[Any, Any]], Callable[..., torch.Tensor]]:
-        """``(split, score)`` for scoring a batch that is yielded whole at loader batch ``step`` (``keep="auto"``'s
-        probes): ``score(inputs, targets, n)`` runs the scoring pass with dropout seeded as an SB step's."""
+    def quality_pass(self, step: int) -> tuple[Callable[[Any], tuple[Any, Any]], Callable[..., torch.Tensor]]:
+        """``(split, quality)`` for measuring a model on a batch before it is trained on, at loader batch ``step``
+        (``keep="auto"``'s trials): ``quality(model, inputs, targets, n)`` is
+        :meth:`~sbdata.scoring.Scorer.quality`, with dropout seeded as an SB step's."""
         seed = dropout_seed(self.generator.initial_seed(), step)
 
-        def score(inputs: Any, targets: Any, n: int) -> torch.Tensor:
-            return self.scorer(self.model, inputs, targets, n, self.device, seed)
+        def quality(model: nn.Module, inputs: Any, targets: Any, n: int) -> torch.Tensor:
+            return self.scorer.quality(model, inputs, targets, n, self.device, seed)
 
-        return self.split, score
+        return self.split, quality
 
     def __call__(self, batch: Any, n: int, ids: Any, now: int, step: int, keep: float | None = None) -> Kept:
         """Select from ``batch`` (``n`` samples on the scoring device; ``ids`` read before the move), keeping the

@@ -34,11 +34,15 @@ class SBStats:
         auto_on: with ``keep="auto"``, whether selection is on now (False otherwise).
         auto_on_share: share of the loader batches the schedule selects on that were selected (nan without auto).
         auto_keep: the share kept now (1.0 while off; nan without auto).
-        auto_tau: the smoothed variance-reduction factor of the scores (nan before the first read).
-        auto_score_share: the scoring pass's predicted share of an SB step's seconds (nan before a decision).
-        auto_speedup: the predicted speed-up of selection at the best share (nan before a decision).
+        auto_tau: the variance-reduction factor of the last trial's scores (nan before a decision).
+        auto_score_share: the scoring pass's share of an SB step's seconds at the chosen share (nan before a
+            decision).
+        auto_speedup: the last trial's measured speed-up (progress per second against whole batches) of the
+            chosen share, or of the best one while off (nan before a decision).
         auto_decisions: ``(step, on, keep, tau, speedup)`` at each of the last decisions (bounded).
-        auto_reason: while off, why, in numbers ("" otherwise).
+        auto_reason: the last decision, in numbers: what each share measured, and the variance model's prediction.
+        auto_trials: trials completed.
+        auto_trial_share: share of the routed loader batches that were trial windows (nan without auto).
     """
 
     steps: int
@@ -59,6 +63,8 @@ class SBStats:
     auto_speedup: float = math.nan
     auto_decisions: tuple[tuple[float, ...], ...] = ()
     auto_reason: str = ""
+    auto_trials: int = 0
+    auto_trial_share: float = math.nan
 
     @property
     def backprop_fraction(self) -> float:
@@ -67,7 +73,7 @@ class SBStats:
 
     def postfix(self) -> dict[str, str]:
         """Short strings for a progress bar, e.g. ``tqdm.set_postfix(loader.stats.postfix())``; with ``keep="auto"``
-        also whether selection is on (and at which share), ``tau`` and the predicted speed-up."""
+        also whether selection is on (and at which share), ``tau`` and the last trial's measured speed-up."""
         shown = {
             "bp": f"{self.backprop_fraction:.2f}",
             "kept_loss": f"{self.mean_loss_kept:.3f}",

@@ -238,6 +238,33 @@ class Scorer:
     ) -> torch.Tensor:
         """Per-sample losses, shape (batch_size,), float32 (float64 for a float64 loss), on ``device``; ``seed``
         seeds train-mode dropout."""
+        return self._pass(model, inputs, targets, batch_size, device, seed, self._measure)
+
+    def quality(
+        self,
+        model: nn.Module,
+        inputs: Any,
+        targets: Any,
+        batch_size: int,
+        device: torch.device,
+        seed: int | None = None,
+    ) -> torch.Tensor:
+        """Per-sample quality of the model's predictions, higher is better, shape (batch_size,), float32, in the
+        same side-effect-free pass as the scores: for (N, C) outputs against (N,) integer targets, 1.0 where the
+        arg-max class is the target and 0.0 elsewhere (accuracy); for anything else minus the per-sample loss (for
+        cross-entropy, minus nats per token of a sequence)."""
+        return self._pass(model, inputs, targets, batch_size, device, seed, self._quality)
+
+    def _pass(
+        self,
+        model: nn.Module,
+        inputs: Any,
+        targets: Any,
+        batch_size: int,
+        device: torch.device,
+        seed: int | None,
+        measure: Callable[[Any, Any, int], Any],
+    ) -> Any:
         if type(inputs) is not torch.Tensor:  # tensors pass through _prepare unchanged: skip the walk
             inputs = self._prepare(inputs, device, "inputs")
         if type(targets) is not torch.Tensor:
@@ -245,7 +272,7 @@ class Scorer:
         if self.scale_factor != 1.0:
             inputs = self._downsample(inputs)
         if self.score_mode == "eval" and self.autocast_dtype is None:
-            return self._eval_pass(model, inputs, targets, batch_size)
+            return self._eval_pass(model, inputs, targets, batch_size, measure)
         autocast = (
             torch.autocast(device.type, dtype=self.autocast_dtype)
             if self.autocast_dtype is not None
@@ -253,7 +280,19 @@ class Scorer:
         )
         with torch.no_grad(), scoring_mode(model, self.score_mode, device, seed), autocast:
             outputs = self.forward(model, inputs) if self.forward is not None else model(inputs)
-            return self._measure(outputs, targets, batch_size)
+            return measure(outputs, targets, batch_size)
+
+    def _quality(self, outputs: Any, targets: Any, batch_size: int) -> torch.Tensor:
+        if (
+            isinstance(outputs, torch.Tensor)
+            and isinstance(targets, torch.Tensor)
+            and outputs.dim() == 2
+            and tuple(targets.shape) == (batch_size,)
+            and not targets.is_floating_point()
+            and outputs.shape[0] == batch_size
+        ):
+            return (outputs.argmax(dim=1) == targets).to(torch.float32)
+        return -self._per_sample(self._loss(outputs, targets), targets, batch_size).to(torch.float32)
 
     def _measure(self, outputs: Any, targets: Any, batch_size: int) -> torch.Tensor:
         """The per-sample scores of ``outputs``: losses, or their gradient norms (``score="gradnorm"``)."""
@@ -269,7 +308,10 @@ class Scorer:
             )
         return norms if norms.dtype in _SCORE_DTYPES else norms.to(torch.float32)
 
-    def _eval_pass(self, model: nn.Module, inputs: Any, targets: Any, batch_size: int) -> torch.Tensor:
+    def _eval_pass(
+        self, model: nn.Module, inputs: Any, targets: Any, batch_size: int,
+        measure: Callable[[Any, Any, int], Any],
+    ) -> Any:  # fmt: skip
         """The default pass (eval mode, no autocast): :func:`scoring_mode`'s eval branch written out, without its
         context managers, since it runs once per SB step."""
         modules, flags, plain = _walk(model)
@@ -277,7 +319,7 @@ class Scorer:
             try:
                 _set_training(model, modules, False, plain)
                 outputs = self.forward(model, inputs) if self.forward is not None else model(inputs)
-                return self._measure(outputs, targets, batch_size)
+                return measure(outputs, targets, batch_size)
             finally:
                 _restore_training(model, modules, flags, plain)
 

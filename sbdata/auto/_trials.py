@@ -1,0 +1,190 @@
+"""Trials on the user's run: which arm makes more progress per second, measured (pure functions).
+
+Whether training on the hard part of each batch helps (clean data: the hard samples are the informative ones) or
+hurts (flipped labels, incompressible text: the hard samples are noise) depends on the data, so ``keep="auto"``
+measures it on the live run instead of predicting it. A trial is a sequence of windows of loader batches, each
+trained with one arm: arm 0 is plain training on whole batches, arm ``a >= 1`` is selection at the ``a``-th
+trialled share. The order is a palindrome of cycles, ``0, 1, .., m, m, .., 1, 0`` (:func:`trial_order`), so a
+linear trend in the rate of progress (the run slowing down as it learns, the LR schedule) weighs every arm alike.
+
+**The measurement.** Every loader batch of a trial is measured *before* it is trained on, in the forward the
+scoring pass makes anyway (in plain windows, a forward of its own). A window's first ``settle`` batches let the
+switch's transient pass; its *level* ``L_i`` is the mean quality over the rest. The quality is the user's metric
+where it can be told: accuracy for ``(N, C)`` logits against class indices (the mean loss misleads there: top-k
+raises held-out loss by hedging while it raises accuracy), minus the per-sample loss otherwise (nats for a language
+model). The batches are held out from the window that measures them: in a single-pass stream by nature; over
+several epochs they were trained on an epoch before, under every arm alike, never by the window measuring them, so
+memorising the window's own picks (flipped labels) does not raise its level, while the harm those picks do to the
+rest of the data lowers it.
+
+**The fit** (:func:`fit_progress`). ``L_i = c + sum_a p_a E_a(i) + q t_i^2``: ``E_a(i)`` counts the windows of arm
+``a`` before window ``i``, plus, for window ``i``'s own arm, the share of the window elapsed at the middle of its
+measured part (:func:`exposures`); ``t_i`` is that time in windows. ``p_a`` is arm ``a``'s progress per window; the
+curvature ``q`` absorbs the run slowing down. Least squares; the residual variance gives the covariance.
+
+**The verdict** (:func:`verdict`). Arm ``a``'s progress per second is ``p_a / c_a``, with ``c_a`` the measured
+seconds of a loader batch under arm ``a`` (the cost table: ``train(B)`` plain, ``score(B) + train(k) + overhead``
+selecting). Selection is chosen when the contrast ``D_a = p_a c_0 / c_a - (1 + margin) p_0`` exceeds ``z`` of its
+standard errors, for the best arm; otherwise training goes on as plain: **when in doubt, train as the user would**.
+The minimum detectable effect is ``margin`` plus ``z`` standard errors. The speed-up reported is
+``S_a = (p_a / p_0) (c_0 / c_a)`` where plain made progress (NaN where it made none).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["Progress", "Verdict", "exposures", "fit_progress", "trial_order", "verdict"]
+
+
+def trial_order(arms: int, cycles: int) -> list[int]:
+    """The arm of each window of a trial: ``cycles`` palindromes ``0, 1, .., arms, arms, .., 1, 0``.
+
+    Args:
+        arms: selection arms trialled beside plain training, >= 1.
+        cycles: palindromes, >= 1.
+
+    Returns:
+        ``2 (arms + 1) cycles`` arm indices (0: plain).
+    """
+    if arms < 1 or cycles < 1:
+        raise ValueError(f"a trial needs arms >= 1 and cycles >= 1, got arms={arms}, cycles={cycles}")
+    forward = list(range(arms + 1))
+    return (forward + forward[::-1]) * cycles
+
+
+def exposures(order: Sequence[int], arms: int, middle: float = 0.5) -> list[list[float]]:
+    """``E_a(i)``: the windows of arm ``a`` before window ``i``, plus ``middle`` (the share of a window elapsed at
+    the middle of its measured part, in (0, 1]) for window ``i``'s own arm."""
+    counts = [0.0] * (arms + 1)
+    rows = []
+    for arm in order:
+        row = list(counts)
+        row[arm] += middle
+        rows.append(row)
+        counts[arm] += 1.0
+    return rows
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a trial's fit measured.
+
+    Attributes:
+        rates: progress per window of each arm (0: plain), in the quality's units (accuracy, or minus nats).
+        covariance: their covariance, (arms + 1) x (arms + 1); NaN without a residual degree of freedom.
+    """
+
+    rates: tuple[float, ...]
+    covariance: tuple[tuple[float, ...], ...]
+
+    def se(self, arm: int) -> float:
+        """The standard error of arm ``arm``'s rate."""
+        value = self.covariance[arm][arm]
+        return math.sqrt(max(0.0, value)) if math.isfinite(value) else math.nan
+
+
+def fit_progress(levels: Sequence[float], order: Sequence[int], arms: int, middle: float = 0.5) -> Progress:
+    """Least-squares fit of ``L_i = c + sum_a p_a E_a(i) + q t_i^2`` (the module's docstring).
+
+    Args:
+        levels: each window's level (mean quality of its measured batches).
+        order: each window's arm, as :func:`trial_order` gives it.
+        arms: selection arms (the arm indices run 0..arms).
+        middle: see :func:`exposures`. Default 0.5.
+
+    Raises:
+        ValueError: for ``levels`` and ``order`` of different lengths, or fewer windows than parameters.
+    """
+    if len(levels) != len(order):
+        raise ValueError(f"{len(levels)} levels for {len(order)} windows: pass one per window")
+    columns = arms + 3  # c, p_0..p_arms, q
+    if len(levels) < columns:
+        raise ValueError(f"a fit of {columns} parameters needs at least {columns} windows, got {len(levels)}")
+    rows = [[1.0, *exposure, (i + middle) ** 2] for i, exposure in enumerate(exposures(order, arms, middle))]
+    x = torch.tensor(rows, dtype=torch.float64)
+    y = torch.tensor([float(v) for v in levels], dtype=torch.float64)
+    gram_inv = torch.linalg.pinv(x.T @ x)
+    beta = gram_inv @ x.T @ y
+    dof = len(levels) - int(torch.linalg.matrix_rank(x))
+    residual = y - x @ beta
+    variance = float(residual @ residual) / dof if dof > 0 else math.nan
+    cov = gram_inv[1 : arms + 2, 1 : arms + 2] * variance
+    return Progress(tuple(beta[1 : arms + 2].tolist()), tuple(tuple(row) for row in cov.tolist()))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A trial's decision.
+
+    Attributes:
+        arm: the arm chosen (0: plain training).
+        speedups: each selection arm's measured speed-up in progress per second over plain (index 0: arm 1), NaN
+            where plain made no progress.
+        contrasts: each selection arm's ``D_a`` in standard errors (the decision's statistic).
+        reason: one sentence: what was measured and why this arm.
+    """
+
+    arm: int
+    speedups: tuple[float, ...]
+    contrasts: tuple[float, ...]
+    reason: str
+
+
+def verdict(
+    progress: Progress, costs: Sequence[float], keeps: Sequence[float], *, z: float = 1.0, margin: float = 0.05
+) -> Verdict:
+    """Choose an arm from a trial's fit (the module's docstring).
+
+    Args:
+        progress: the fit.
+        costs: seconds of a loader batch under each arm (index 0: plain), each > 0.
+        keeps: the share kept by each selection arm (index 0: arm 1), for the reason.
+        z: standard errors the contrast must exceed, >= 0. Default 1.
+        margin: the speed-up selection must beat, above 1, >= 0. Default 0.05.
+    """
+    arms, cov, p0 = len(keeps), progress.covariance, progress.rates[0]
+    speedups, contrasts = [], []
+    for arm in range(1, arms + 1):
+        scale, m = costs[0] / costs[arm], 1 + margin
+        contrast = progress.rates[arm] * scale - m * p0
+        var = scale * scale * cov[arm][arm] + m * m * cov[0][0] - 2 * scale * m * cov[0][arm]
+        se = math.sqrt(var) if var > 0 else (math.nan if math.isnan(var) else 0.0)
+        contrasts.append(
+            contrast / se if se > 0 else (math.nan if math.isnan(se) else math.copysign(math.inf, contrast))
+        )
+        speedups.append(progress.rates[arm] / p0 * scale if p0 > 0 else math.nan)
+    measured = ", ".join(
+        f"keep {k:g}: {_speed(s)} ({c:+.1f} se)" for k, s, c in zip(keeps, speedups, contrasts, strict=True)
+    )
+    per_window = f"plain {p0:+.4f} +- {progress.se(0):.4f} per window"
+    best = max(range(arms), key=lambda i: (_finite(contrasts[i]), keeps[i]))
+    if contrasts[best] > z:  # NaN (no degree of freedom) compares False: plain
+        reason = f"select at keep {keeps[best]:g}: measured {measured}; {per_window}"
+        return Verdict(best + 1, tuple(speedups), tuple(contrasts), reason)
+    reason = (
+        f"whole batches: measured {measured}; {per_window}; none beats {1 + margin:.2f}x the progress per second of "
+        f"whole batches by {z:g} standard error(s)"
+    )
+    return Verdict(0, tuple(speedups), tuple(contrasts), reason)
+
+
+def _in_errors(value: float, variance: float) -> float:
+    """``value`` in standard errors: NaN without a variance, +-inf with a zero one."""
+    if math.isnan(variance):
+        return math.nan
+    if variance <= 0:
+        return math.copysign(math.inf, value) if value else 0.0
+    return value / math.sqrt(variance)
+
+
+def _speed(value: float) -> str:
+    return f"{value:.2f}x" if math.isfinite(value) else "no plain progress to compare"
+
+
+def _finite(value: float) -> float:
+    return value if not math.isnan(value) else -math.inf
