@@ -72,14 +72,17 @@ def advisor(data: Any, family: str, seed: int, fixed: bool) -> Any:
                 loader, model, F.cross_entropy, steps=steps, keeps=KEEPS, score=score,
                 make_optimizer=user_optimizer(recipe), split=_inputs_targets, costs=FIXED if fixed else None,
             )  # fmt: skip
-            rows = [row for row in advice.rows if row["keep"] in KEEPS]
+            smaller = [row for row in advice.rows if row["option"].startswith("smaller batch")]
+            rows = [row for row in advice.rows if row["keep"] in KEEPS and row not in smaller]
             out[score] = {
                 "batch": advice.batch,
                 "tau": advice.tau,
                 "score_share": advice.score_share,
                 "costs": asdict(advice.costs),
-                "speedup": {str(row["keep"]): row["speedup"] for row in rows if not row["cache"]},
-                "speedup_cached": {str(row["keep"]): row["speedup"] for row in rows if row["cache"]},
+                "speedup": {str(row["keep"]): row["low"] for row in rows if not row["cache"]},
+                "speedup_high": {str(row["keep"]): row["high"] for row in rows if not row["cache"]},
+                "speedup_cached": {str(row["keep"]): row["low"] for row in rows if row["cache"]},
+                "small_batch": {str(row["keep"]): [row["low"], row["high"]] for row in smaller},
                 "recommendation": advice.recommendation,
             }
         return out

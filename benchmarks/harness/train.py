@@ -36,14 +36,15 @@ def one_cycle(progress: float, max_lr: float, pct_start: float = 0.3) -> float:
     return final + (max_lr - final) * (1 + math.cos(math.pi * q)) / 2
 
 
-def user_optimizer(recipe: dict) -> Callable[[Any], torch.optim.Optimizer]:
-    """The recipe's optimizer factory, ``make(parameters) -> AdamW`` (the one every run trains with)."""
-    return lambda parameters: torch.optim.AdamW(parameters, lr=recipe["lr"], weight_decay=recipe["weight_decay"])
+def user_optimizer(recipe: dict) -> Callable[[torch.nn.Module], torch.optim.Optimizer]:
+    """The recipe's optimizer factory, ``make(model) -> AdamW`` (the one every run trains with; the convention of
+    ``sbdata.advise(make_optimizer=)`` and the examples)."""
+    return lambda model: torch.optim.AdamW(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
 
 
 def train_epochs(model, batches, epochs: int, recipe: dict, progress=None) -> None:
     """Plain training (used for the irreducible-loss model): the family recipe, no evaluation."""
-    optimizer = user_optimizer(recipe)(model.parameters())
+    optimizer = user_optimizer(recipe)(model)
     total, step = epochs * len(batches), 0
     for epoch in range(epochs):
         batches.set_epoch(epoch)
@@ -89,7 +90,7 @@ def train_run(
     recipe = {**RECIPES[family], **getattr(arm, "recipe", {})}  # an arm may tune batch and LR (pruning arms)
     torch.manual_seed(seed)
     model = MODELS[family]()
-    optimizer = user_optimizer(recipe)(model.parameters())
+    optimizer = user_optimizer(recipe)(model)
     setup = clock()
     batches, probe = arm.build(model, split, family=family, batch=recipe["batch"], epochs=epochs, seed=seed)
     upfront_seconds = clock() - setup

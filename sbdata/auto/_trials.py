@@ -153,10 +153,7 @@ def verdict(
         scale, m = costs[0] / costs[arm], 1 + margin
         contrast = progress.rates[arm] * scale - m * p0
         var = scale * scale * cov[arm][arm] + m * m * cov[0][0] - 2 * scale * m * cov[0][arm]
-        se = math.sqrt(var) if var > 0 else (math.nan if math.isnan(var) else 0.0)
-        contrasts.append(
-            contrast / se if se > 0 else (math.nan if math.isnan(se) else math.copysign(math.inf, contrast))
-        )
+        contrasts.append(_in_errors(contrast, var))
         speedups.append(progress.rates[arm] / p0 * scale if p0 > 0 else math.nan)
     measured = ", ".join(
         f"keep {k:g}: {_speed(s)} ({c:+.1f} se)" for k, s, c in zip(keeps, speedups, contrasts, strict=True)

@@ -28,7 +28,7 @@ from sbdata.policies import keep_count
 
 __all__ = ["AutoController", "Route"]
 
-SUMS = 2  # per trial window: the sum and the count of the measured quality
+SUMS = 6  # per measured part: quality sum and count; the SB steps' score sum, sum of squares, count; SB steps
 
 
 class Route(NamedTuple):
@@ -46,10 +46,18 @@ class Route(NamedTuple):
 
 
 def quality_sums(quality: torch.Tensor) -> torch.Tensor:
-    """``[sum q, count]`` over a batch's finite qualities, float64 on their device (no synchronisation)."""
+    """``[sum q, count, 0, 0, 0, 0]`` over a batch's finite qualities, float64 on their device (no
+    synchronisation)."""
     q = quality.detach().to(torch.float64)
     finite = torch.isfinite(q)
-    return torch.stack([torch.where(finite, q, 0.0).sum(), finite.sum(dtype=torch.float64)])
+    head = torch.stack([torch.where(finite, q, 0.0).sum(), finite.sum(dtype=torch.float64)])
+    return torch.cat([head, head.new_zeros(SUMS - 2)])
+
+
+def step_sums(scores: torch.Tensor) -> torch.Tensor:
+    """``[0, 0, sum s, sum s^2, count, 1]`` of an SB step's finite scores (for ``tau``; no synchronisation)."""
+    sums = score_sums(scores).to(torch.float64)
+    return torch.cat([sums.new_zeros(2), sums, sums.new_ones(1)])
 
 
 class AutoController:
@@ -88,7 +96,6 @@ class AutoController:
         self.averaged = 0  # parameter states in the shadow's running average
         self.sums = torch.zeros(SUMS, dtype=torch.float64, device=device)  # the part being measured
         self.copies: list[HostCopy] = []  # the trial's measured windows' sums, on their way to the host
-        self.scores = torch.zeros(4, dtype=torch.float64, device=device)  # score sums of the trial's SB steps
         self.trials = 0
         self.on_steps = self.off_steps = self.trial_steps = 0
         self.decisions: list[list[float]] = []  # [step, on, keep, tau, speedup] per decision
@@ -159,10 +166,9 @@ class AutoController:
             self.off_steps += 1
 
     def add(self, scores: torch.Tensor) -> None:
-        """Add a trial SB step's scores to the device sums of ``tau`` (no synchronisation)."""
+        """Add a trial SB step's scores to the device sums (for ``tau``; no synchronisation)."""
         if self.in_trial():
-            sums = score_sums(scores).to(self.scores.device)
-            self.scores = self.scores + torch.cat([sums, sums.new_ones(1)])
+            self.sums = self.sums + step_sums(scores).to(self.sums.device)
 
     def measure(self, split: Callable[[Any], Any], quality: Callable[..., torch.Tensor], batch: Any, n: int) -> int:
         """Measure the shadow (the last window's averaged parameters) on a batch before it is trained on (timed as
@@ -188,9 +194,7 @@ class AutoController:
         """Fit the trial whose copies have landed, decide, and schedule the next trial."""
         settings = self.settings
         rows = [copy.value().tolist() for copy in self.copies]  # the last one issued a window ago: landed
-        score_sums_ = self.scores.tolist()  # the trial's SB steps: a window ago or more
         self.copies, self.averaged = [], 0
-        self.scores = torch.zeros(4, dtype=torch.float64, device=self.device)
         self.trials += 1
         self.trial_start = self.routed - 1 + settings.every
         costs = self._costs()
@@ -198,14 +202,14 @@ class AutoController:
         params = [0.0] * 5 if costs is None else [costs.score_per_sample, costs.train_per_sample,
                                                   costs.score_fixed, costs.train_fixed, costs.overhead]  # fmt: skip
         windows = len(self.order)
-        rows = (rows + [[0.0, 0.0]] * windows)[:windows]
-        values = [v for row in rows for v in row] + score_sums_ + [float(known), *params]
+        rows = (rows + [[0.0] * SUMS] * windows)[:windows]
+        values = [v for row in rows for v in row] + [float(known), *params]
         if self.lockstep is not None:
             values = self.lockstep.reduce_sum(values)  # every rank decides from the same numbers
         world = 1 if self.lockstep is None else self.lockstep.world
-        sums = [values[2 * j : 2 * j + 2] for j in range(windows)]
-        total, squares, count, steps = values[2 * windows : 2 * windows + 4]
-        tail = values[2 * windows + 4 :]
+        sums = [values[SUMS * j : SUMS * (j + 1)] for j in range(windows)]
+        total, squares, count, steps = (sum(row[i] for row in sums) for i in range(2, SUMS))
+        tail = values[SUMS * windows :]
         if tail[0] < world or any(row[1] <= 0 for row in sums) or steps <= 0:
             self._record(step, "whole batches: a trial window measured nothing or nothing was timed yet; next "
                                f"trial in {settings.every} batches")  # fmt: skip
@@ -214,7 +218,8 @@ class AutoController:
         self.tau = tau_from_sums(total, squares, count)
         batch = max(1, round(count / steps))  # samples per SB step
         levels = [row[0] / row[1] for row in sums]
-        middle = (settings.settle + settings.window / 2) / self._span()  # the average's time in its window
+        # the average holds the states after settle .. span - 1 of the window's steps: its time in windows
+        middle = (settings.settle + (settings.window - 1) / 2) / self._span()
         keeps = self.keeps
         per_batch = [costs.train(batch)] + [
             costs.score(batch) + costs.train(keep_count(k, batch)) + costs.overhead for k in keeps
@@ -262,7 +267,7 @@ class AutoController:
             "on": self.on, "keep": self.keep, "tau": self.tau, "speedup": self.speedup,
             "score_share": self.score_share, "predicted": self.predicted,
             "routed": self.routed, "trial_start": self.trial_start, "trials": self.trials,
-            "sums": self.sums.clone(), "windows": windows, "scores": self.scores.clone(),
+            "sums": self.sums.clone(), "windows": windows,
             "shadow": None if self.shadow is None else {k: v.clone() for k, v in self.shadow.state_dict().items()},
             "averaged": self.averaged,
             "counts": [self.on_steps, self.off_steps, self.trial_steps],
@@ -282,7 +287,6 @@ class AutoController:
         )
         self.sums = state["sums"].to(self.device, torch.float64).clone()
         self.copies = [HostCopy(w.to(self.device, torch.float64)) for w in state["windows"]]
-        self.scores = state["scores"].to(self.device, torch.float64).clone()
         self.averaged = int(state["averaged"])
         if state["shadow"] is not None:
             if self.shadow is None:

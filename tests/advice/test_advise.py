@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from sbdata import CostTable, advise
-from sbdata.auto import shrink_speedup
+from sbdata.auto import shrink_speedup, small_batch_speedup
 from tests.helpers import OracleModel, ce, oracle_batch
 
 FE = CostTable.forward_equivalents()
@@ -16,19 +16,38 @@ def loader(table, batch=16, batches=8):
     return [oracle_batch(range(i * batch, (i + 1) * batch)) for i in range(batches)]
 
 
-def test_a_flat_spread_advises_whole_batches_in_numbers():
+def test_a_flat_spread_prices_every_option_as_a_range_and_says_measure_it():
     table = [1.0] * 128
     advice = advise(loader(table), OracleModel(table), ce, steps=8, costs=FE)
     assert advice.tau == pytest.approx(1.0) and advice.batch == 16 and advice.batches_per_epoch == 8
-    assert advice.rows[0] == {"option": "no selection", "keep": 1.0, "cache": False, "speedup": 1.0,
+    assert advice.steps == 8
+    assert advice.rows[0] == {"option": "no selection", "keep": 1.0, "cache": False, "low": 1.0, "high": 1.0,
                               "seconds_per_epoch": 8 * 3 * 16}  # fmt: skip
     keep_half = next(r for r in advice.rows if r["option"] == "keep=0.5")
-    assert keep_half["speedup"] == pytest.approx(shrink_speedup(1.0, 0.5, 16, FE))  # (1/3) * 48 / 40 = 0.4
+    assert keep_half["low"] == pytest.approx(shrink_speedup(1.0, 0.5, 16, FE))  # noise-dominated
+    assert keep_half["high"] == pytest.approx(48 / (16 + 24))  # above the critical batch: the seconds alone
     assert keep_half["seconds_per_epoch"] == pytest.approx(8 * (16 + 3 * 8))
     cached = next(r for r in advice.rows if r["option"] == "keep=0.5 + LossCache(staleness=2)")
-    assert cached["speedup"] == pytest.approx(shrink_speedup(1.0, 0.5, 16, FE, reuse=2 / 3))
-    assert advice.recommendation.startswith("train on whole batches") and "tau 1.00" in advice.recommendation
-    assert "spread is flat" in advice.recommendation and "keep=0.5" in str(advice)
+    assert cached["low"] == pytest.approx(shrink_speedup(1.0, 0.5, 16, FE, reuse=2 / 3))
+    smaller = next(r for r in advice.rows if r["option"] == "smaller batch 4 (no selection)")
+    assert (smaller["low"], smaller["high"]) == pytest.approx((1.0, 4.0))  # FE has no fixed cost
+    assert smaller["low"] == pytest.approx(small_batch_speedup(0.25, 16, FE))
+    assert smaller["seconds_per_epoch"] == pytest.approx(8 * 3 * 16)  # the same samples, in 4 steps of 4
+    assert advice.recommendation.startswith("measure it: keep=0.75 + LossCache(staleness=2) is predicted 0.86x-1.16x")
+    assert "keep='auto' trials it on your run" in advice.recommendation
+    assert advice.recommendation.endswith(
+        "smaller batch 4 (no selection) is predicted 1.00x-4.00x (retune its learning rate)"
+    )
+    text = str(advice)
+    assert "8 batches measured" in text and "speed-up: predicted progress per second against whole batches" in text
+    assert "low" in text.splitlines()[2] and "high" in text.splitlines()[2]
+
+
+def test_expensive_scoring_advises_whole_batches_even_at_the_high_end():
+    table = [1.0] * 128
+    dear = CostTable(score_per_sample=4.0, train_per_sample=3.0)
+    advice = advise(loader(table), OracleModel(table), ce, steps=8, costs=dear, staleness=0)
+    assert advice.recommendation.startswith("train on whole batches: even where only seconds count")
 
 
 def test_a_concentrated_spread_with_cheap_scoring_advises_selection():
@@ -38,8 +57,51 @@ def test_a_concentrated_spread_with_cheap_scoring_advises_selection():
     advice = advise(loader(table), OracleModel(table), ce, steps=8, costs=cheap, keeps=(0.25, 0.5))
     losses = torch.tensor(table[:16])
     assert advice.tau == pytest.approx(math.sqrt((losses**2).mean().item()) / losses.mean().item(), rel=1e-4)
-    best = max(advice.rows[1:], key=lambda r: r["speedup"])
-    assert best["speedup"] > 1.05 and advice.recommendation.startswith(f"select: {best['option']}")
+    selection = [r for r in advice.rows[1:] if not r["option"].startswith("smaller")]
+    best = max(selection, key=lambda r: (r["low"], r["high"]))
+    assert best["low"] > 1.05 and advice.recommendation.startswith(f"select: {best['option']}")
+
+
+def test_default_steps_fit_a_short_loader_and_are_reported():
+    table = [1.0] * 128
+    advice = advise(loader(table, batches=6), OracleModel(table), ce, costs=FE)
+    assert advice.steps == 6
+    with pytest.raises(ValueError, match="at least 4 loader batches to measure; this loader has 3"):
+        advise(loader(table, batches=3), OracleModel(table), ce, costs=FE)
+
+
+def test_the_users_optimizer_is_copied_with_its_state_and_left_alone():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    data = [(torch.randn(32, 4), torch.randint(0, 3, (32,))) for _ in range(6)]
+    user = torch.optim.AdamW([{"params": model[0].parameters(), "lr": 1e-2}, {"params": model[2].parameters()}],
+                             lr=1e-3)  # fmt: skip
+    for x, y in data[:2]:
+        user.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        user.step()
+    before = {k: v for k, v in user.state_dict().items()}
+    saved = [{k: v.clone() for k, v in state.items()} for state in user.state.values()]
+    ticks = iter(range(10_000))
+    advice = advise(data, model, torch.nn.functional.cross_entropy, steps=4, optimizer=user,
+                    clock=lambda: float(next(ticks)))  # fmt: skip
+    assert advice.steps == 4
+    assert user.state_dict()["param_groups"] == before["param_groups"]
+    assert all(torch.equal(a, b) for old, new in zip(saved, user.state.values(), strict=True)
+               for a, b in zip(old.values(), new.values(), strict=True))  # fmt: skip
+    from sbdata.advice._advise import _copy_optimizer
+
+    copy_ = __import__("copy").deepcopy(model)
+    clone = _copy_optimizer(user, model, copy_)
+    assert type(clone) is torch.optim.AdamW and [g["lr"] for g in clone.param_groups] == [1e-2, 1e-3]
+    assert [p is q for p, q in zip(clone.param_groups[0]["params"], copy_[0].parameters(), strict=True)] == [True] * 2
+    first = next(iter(clone.state.values()))
+    assert torch.equal(first["exp_avg"], next(iter(user.state.values()))["exp_avg"]) and first["step"] == 2
+    with pytest.raises(ValueError, match="pass make_optimizer= or optimizer=, not both"):
+        advise(data, model, torch.nn.functional.cross_entropy, steps=4, optimizer=user, make_optimizer=lambda m: user)
+    stranger = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
+    with pytest.raises(ValueError, match=r"optimizer= holds 2 parameter\(s\) that are not the model's"):
+        advise(data, model, torch.nn.functional.cross_entropy, steps=4, optimizer=stranger)
 
 
 def test_the_users_model_optimizer_and_rngs_are_untouched():
@@ -48,7 +110,7 @@ def test_the_users_model_optimizer_and_rngs_are_untouched():
     before = [p.detach().clone() for p in model.parameters()]
     data = [(torch.randn(32, 4), torch.randint(0, 3, (32,))) for _ in range(6)]
     state = torch.get_rng_state()
-    make = lambda params: torch.optim.SGD(params, lr=10.0)  # noqa: E731 - a large step, on the copy only
+    make = lambda m: torch.optim.SGD(m.parameters(), lr=10.0)  # noqa: E731 - a large step, on the copy only
     ticks = iter(range(10_000))  # a fixed clock: what is asserted never depends on a measured time
     loss = torch.nn.functional.cross_entropy
     advice = advise(data, model, loss, steps=6, make_optimizer=make, clock=lambda: float(next(ticks)))

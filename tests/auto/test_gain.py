@@ -11,8 +11,11 @@ from sbdata.auto import (
     effective_batch,
     keep_grid,
     pool_speedup,
+    progress,
     score_sums,
     shrink_speedup,
+    small_batch_speedup,
+    speedup_range,
     tau,
     tau_from_sums,
 )
@@ -48,42 +51,80 @@ def test_score_sums_stay_on_the_device_as_float64_and_clip_negatives():
     assert tau_from_sums(*sums.tolist()) == pytest.approx(math.sqrt(2.0))
 
 
-def test_effective_batch():
-    assert effective_batch(16, 4, 2.0) == pytest.approx(8.0)  # 1 / (1/16 + 1/(4*4))
-    assert effective_batch(16, 16, 1.0) == pytest.approx(8.0)  # resampling a flat batch halves it
+def test_effective_batch_without_replacement():
+    assert effective_batch(16, 4, 2.0) == pytest.approx(1 / (1 / 16 + (12 / 15) / (4 * 4)))  # 8.89
+    assert effective_batch(16, 16, 1.0) == 16  # a draw of the whole batch is the plain step
+    assert effective_batch(16, 16, 3.0) == 16
+    # a flat spread: a uniform draw of k, whose batch mean estimates the population's as k samples do
+    assert effective_batch(1000, 100, 1.0) == pytest.approx(1 / (1 / 1000 + (900 / 999) / 100))
+    assert effective_batch(1000, 100, 1.0) == pytest.approx(100, rel=0.01)
 
 
-def test_forward_equivalent_break_even_at_keep_quarter_is_tau_2_37():
+def test_progress_follows_the_noise_scale():
+    assert progress(64, math.inf) == 64  # noise-dominated: proportional to the batch
+    assert progress(64, 0.0) == 1.0  # far above the critical batch: the batch does not matter
+    assert progress(64, 64) == pytest.approx(0.5)  # at the critical batch: half the noiseless step
+
+
+def test_small_batch_speedup():
+    # FE has no fixed cost: at an infinite noise scale a quarter batch makes a quarter of the progress per step at
+    # a quarter of the seconds (1.0x); far above the critical batch every step makes full progress (4x)
+    assert small_batch_speedup(0.25, 256, FE) == pytest.approx(1.0)
+    assert small_batch_speedup(0.25, 256, FE, noise_scale=0.0) == pytest.approx(4.0)
+    # at B_noise = 64: (1 + 64/256) / (1 + 64/64) * 4 = 2.5
+    assert small_batch_speedup(0.25, 256, FE, noise_scale=64.0) == pytest.approx(2.5)
+    # a fixed cost per step (an optimizer step of 64 sample-equivalents) eats into it: (3*256 + 64) / (3*64 + 64)
+    fixed = CostTable(score_per_sample=1.0, train_per_sample=3.0, train_fixed=64.0)
+    assert small_batch_speedup(0.25, 256, fixed, noise_scale=0.0) == pytest.approx(832 / 256)
+
+
+def test_speedup_range_brackets_every_noise_scale():
+    low, high = speedup_range(1.5, 0.25, 256, FE)
+    assert low == pytest.approx(shrink_speedup(1.5, 0.25, 256, FE))
+    assert high == pytest.approx(3 * 256 / (256 + 3 * 64))  # only the seconds count: 12/7
+    for noise in (1.0, 16.0, 256.0, 4096.0):
+        assert low <= shrink_speedup(1.5, 0.25, 256, FE, noise_scale=noise) <= high
+
+
+def test_forward_equivalent_break_even_at_keep_quarter_is_tau_2_05():
     low, high = 1.0, 5.0
     for _ in range(60):  # bisection on the shrink layout, B = 400 so that k = 100 exactly
         middle = (low + high) / 2
         low, high = (middle, high) if shrink_speedup(middle, 0.25, 400, FE) < 1 else (low, middle)
-    assert low == pytest.approx(math.sqrt(5.6), abs=1e-6)  # 1 + 4/tau^2 = 12/7
-    assert round(low, 2) == 2.37
+    # 1 + 4 c / tau^2 = 12/7 with the finite-population factor c = (400 - 100) / 399
+    assert low == pytest.approx(math.sqrt(5.6 * 300 / 399), abs=1e-6)
+    assert round(low, 2) == 2.05
 
 
 def test_shrink_speedup_by_hand():
-    # tau 2, keep 0.5 of 16: progress 1/(1 + 16/(8*4)) = 2/3; seconds 48 / (16 + 24) = 1.2
-    assert shrink_speedup(2.0, 0.5, 16, FE) == pytest.approx(0.8)
+    # tau 2, keep 0.5 of 16: b_eff = 1 / (1/16 + (8/15)/(8*4)) = 12.63, progress 12.63/16; seconds 48 / (16 + 24)
+    progress_ = 1 / (1 / 16 + (8 / 15) / 32) / 16
+    assert shrink_speedup(2.0, 0.5, 16, FE) == pytest.approx(progress_ * 1.2)
     # half the scores reused: 48 / (8 + 24) = 1.5
-    assert shrink_speedup(2.0, 0.5, 16, FE, reuse=0.5) == pytest.approx(1.0)
+    assert shrink_speedup(2.0, 0.5, 16, FE, reuse=0.5) == pytest.approx(progress_ * 1.5)
+    # far above the critical batch the progress is whole: only the seconds count
+    assert shrink_speedup(2.0, 0.5, 16, FE, noise_scale=0.0) == pytest.approx(1.2)
 
 
 def test_pool_speedup_by_hand():
-    # keep 0.25, 64 out of 256 candidates, tau 2: progress 1/(0.25 + 0.25) = 2; seconds 192 / (256 + 192)
-    assert pool_speedup(2.0, 0.25, 64, FE) == pytest.approx(2 * 192 / 448)
+    # keep 0.25, 64 out of 256 candidates, tau 2: b_eff = 1 / (1/256 + (192/255)/(64*4)) = 146.0, progress
+    # 146.0/64 = 2.28; seconds 192 / (256 + 192)
+    progress_ = 1 / (1 / 256 + (192 / 255) / 256) / 64
+    assert pool_speedup(2.0, 0.25, 64, FE) == pytest.approx(progress_ * 192 / 448)
     # candidates in loader batches of 32, with a fixed 8 s per scoring call: 8 calls of 8 + 32
     costs = CostTable(score_per_sample=1.0, train_per_sample=3.0, score_fixed=8.0)
-    assert pool_speedup(2.0, 0.25, 64, costs, batch=32) == pytest.approx(2 * 192 / (8 * 40 + 192))
+    assert pool_speedup(2.0, 0.25, 64, costs, batch=32) == pytest.approx(progress_ * 192 / (8 * 40 + 192))
 
 
 def test_best_keep_on_planted_costs():
-    # FE, large B: speed-up = 3 a k / ((a k + 1)(1 + 3 k)), a = tau^2, maximal at k = 1 / (tau sqrt 3)
-    for keep in (0.2, 0.25, 0.4):
-        tau_ = 1 / (keep * math.sqrt(3))
+    # FE, B = 400: the best share is the grid's arg-max of shrink_speedup, and a larger spread wants a smaller share
+    bests = []
+    for tau_ in (1.5, 2.5, 4.0):
         best, speed = best_keep(tau_, FE, 400, min_keep=0.1, max_keep=0.9)
-        assert best == pytest.approx(keep)
-        assert speed == pytest.approx(shrink_speedup(tau_, keep, 400, FE))
+        grid = {keep: shrink_speedup(tau_, keep, 400, FE) for keep in keep_grid(0.1, 0.9)}
+        assert speed == pytest.approx(max(grid.values())) and grid[best] == speed
+        bests.append(best)
+    assert bests == sorted(bests, reverse=True) and bests[0] > bests[-1]
     # the range bounds the answer
     assert best_keep(1 / (0.2 * math.sqrt(3)), FE, 400, min_keep=0.3)[0] == pytest.approx(0.3)
 

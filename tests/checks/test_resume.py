@@ -38,8 +38,8 @@ class DropoutOracle(OracleModel):
 def case(name: str, front: str) -> tuple[OracleModel, dict[str, Any], bool]:
     """(model, engine options, whether batches carry their sample ids last), built fresh: models, policies,
     caches and controllers hold state, so each pipeline gets its own, as a fresh process would."""
-    if name == "auto":  # free scoring and one large loss in every 4: selection pays, and the controller turns on
-        keep = Auto(every=1, probe_every=1, probes=1, smoothing=0.0, costs=CostTable(0.0, 1.0))
+    if name == "auto":  # trial after trial of one-batch windows: routing, averaging, measuring and deciding resume
+        keep = Auto(keeps=(0.5,), window=1, settle=1, cycles=1, warmup=1, every=2, costs=CostTable(0.0, 1.0))
         return OracleModel(CONCENTRATED), {"keep": keep, "policy": "rank"}, False
     # a collate_fn sees no epochs: its cache ages in loader batches (4 per epoch)
     cache = (

@@ -159,11 +159,18 @@ CONFIGS = [
         {"cache": "keyed-strings", "observe": True, "batch_size": 8, "lazy_columns": True}, id="keyed-strings-pooled"
     ),
     pytest.param({"lazy_columns": True, "batch_size": 8}, id="topk-pooled-lazy-columns"),
-    # keep="auto" on a fixed cost table: on (scoring nearly free; pooled), and off with probes every 2nd batch
+    # keep="auto" on a fixed cost table, trials of short windows again and again (measuring, averaging, deciding)
     pytest.param(
-        {"keep": Auto(every=2, min_keep=0.1, costs=CostTable(1e-3, 3.0)), "batch_size": 8}, id="auto-on-pooled"
+        {
+            "keep": Auto(keeps=(0.25,), window=2, settle=1, cycles=1, warmup=1, every=3, costs=CostTable(1e-3, 3.0)),
+            "batch_size": 8,
+        },
+        id="auto-trials-pooled",
+    ),  # fmt: skip
+    pytest.param(
+        {"keep": Auto(window=2, settle=1, cycles=1, warmup=1, every=3, costs=CostTable.forward_equivalents())},
+        id="auto-trials",
     ),
-    pytest.param({"keep": Auto(every=2, probe_every=2, costs=CostTable.forward_equivalents())}, id="auto-off-probes"),
     pytest.param({"policy": "importance", "return_weights": True}, id="importance-weights"),
     pytest.param({"policy": "importance", "nan_policy": "keep", "batch_size": 8}, id="importance-keep-pooled"),
     pytest.param({"score": "gradnorm"}, id="topk-gradnorm"),

@@ -1,23 +1,28 @@
-"""keep="auto": the controller switches selection on where the gain estimate says it pays, off where it does not,
-without flapping, resumes exactly, decides alike on every rank and makes no host-device synchronisation per step.
+"""keep="auto": trials on the live run turn selection on where it measurably pays per second, and leave it off where
+it does not; the trial's routing is exact, its measurement has no side effects, it resumes exactly, decides alike
+on every front end and every rank, and makes no host-device synchronisation per step.
 
-Every test gives the controller a fixed cost table (forward-equivalents) or a fixed clock: no verdict reads a clock.
-The oracle's per-sample losses are planted per batch of 16, so each batch's ``tau`` is known (``PHASES``).
+Every test gives the controller a fixed cost table (forward-equivalents: scoring a sample costs 1, training one 3)
+or a fixed clock: no verdict reads a clock. The planted model's loss is ``1 - theta`` for every sample and the test's
+loop moves ``theta`` after each step by a planted amount per arm, so each arm's progress per window is known
+exactly: the quality sbdata measures is minus the loss, ``theta - 1``.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
 import torch
+from torch import nn
 from torchdata.nodes import IterableWrapper, Loader
 
 import sbdata
-from sbdata import Auto, CostTable, LossCache, SBCollator, SBLoader, Schedule, SelectionEngine, keep_count
-from sbdata.auto import best_keep, tau
+from sbdata import Auto, CostTable, SBCollator, SBLoader, Schedule, SelectionEngine, keep_count
+from sbdata.engine._auto_control import Route
 from sbdata.nodes import SBSelector
 from sbdata.wds import sb_select
 from tests.helpers import OracleModel, ce, check_save_load, oracle_batch, roundtrip
@@ -25,54 +30,78 @@ from tests.launch import launch_ranks
 
 FE = CostTable.forward_equivalents()
 B = 16
-PHASES = {  # per-sample losses of one batch of 16, by how concentrated they are
-    "flat": [1.0] * B,  # tau 1.00: predicted 0.40x, off
-    "conc": [10.0] + [0.01] * (B - 1),  # tau 3.94: predicted 1.44x at keep 0.1, on
-    "band": [10.0] * 2 + [0.01] * (B - 2),  # tau 2.81: predicted 1.15x, inside the hysteresis band (1, 1.3)
-}
-MARGIN = 0.3
+SMALL = {"keeps": (0.25,), "window": 4, "settle": 2, "cycles": 2, "warmup": 2, "every": 1000, "costs": FE}
+# the trial: windows plain, 0.25, 0.25, plain, plain, 0.25, 0.25, plain of 2 + 4 batches, from routed batch 2; the
+# last window's average is measured over batches 50-51, and the decision lands a window later, at batch 56
+ORDER = [0, 1, 1, 0, 0, 1, 1, 0]
+DECISION = 2 + 8 * 6 + 2 + 4
+PER_SECOND = 48 / 28  # FE at B=16: a plain step costs train(16) = 48, a selection step score(16) + train(4) = 28
 pytestmark = pytest.mark.filterwarnings("ignore:sbdata keep='auto'")
 
 
-def speedup_of(phase: str) -> float:
-    return best_keep(tau(PHASES[phase]), FE, B)[1]
-
-
-def plan(*phases: tuple[str, int]) -> tuple[list[float], list[tuple[torch.Tensor, torch.Tensor]]]:
-    """The oracle's loss table and the batches of 16 for ``(phase, batches)`` in order."""
-    table = [loss for phase, count in phases for _ in range(count) for loss in PHASES[phase]]
-    return table, [oracle_batch(range(start, start + B)) for start in range(0, len(table), B)]
-
-
 def settings(**overrides: Any) -> Auto:
-    """Read every 2 scored steps, probe every batch while off, no smoothing (tau is the window's), FE costs."""
-    values = {
-        "every": 2,
-        "probe_every": 1,
-        "smoothing": 0.0,
-        "margin": MARGIN,
-        "costs": FE,
-        "min_keep": 0.1,
-        **overrides,
-    }
-    return Auto(**{"probes": values["every"], **values})  # while off, a read per `every` probes too
+    return Auto(**{**SMALL, **overrides})
 
 
-def sizes(outputs: list[Any]) -> list[int]:
-    return [out[0].shape[0] for out in outputs]
+class Planted(nn.Module):
+    """Every sample's loss is ``1 - theta`` (outputs are that loss, read by :func:`planted_loss`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.theta = nn.Parameter(torch.zeros(()))
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return (1.0 - self.theta).expand(x.shape[0]) + 0.0 * x[:, 0]
+
+
+def planted_loss(outputs: torch.Tensor, targets: torch.Tensor, reduction: str = "none") -> torch.Tensor:
+    return outputs if reduction == "none" else outputs.mean()
+
+
+def batches(count: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [oracle_batch(range(i * B, (i + 1) * B)) for i in range(count)]
+
+
+def train(outputs: Iterable[Any], model: Planted, plain: float, selected: float) -> list[int]:
+    """The test's training loop: after each output, ``theta`` moves by ``plain`` (a whole batch) or ``selected``."""
+    sizes = []
+    for out in outputs:
+        n = out[0].shape[0]
+        sizes.append(n)
+        with torch.no_grad():
+            model.theta += plain if n == B else selected
+    return sizes
+
+
+def run(plain: float, selected: float, count: int = 64, **overrides: Any) -> tuple[SBLoader, list[int]]:
+    model = Planted()
+    sb = SBLoader(batches(count), model, planted_loss, keep=settings(**overrides))
+    return sb, train(sb, model, plain, selected)
+
+
+def trial_sizes(keep: float = 0.25) -> list[int]:
+    """The sizes of the first ``DECISION`` outputs: warm-up, the trial's windows, the wait for the decision."""
+    window = [[B] * 6, [keep_count(keep, B)] * 6]
+    return [B] * 2 + [n for arm in ORDER for n in window[arm]] + [B] * 6
 
 
 # ----------------------------------------------------------------------------------------------- settings
 @pytest.mark.parametrize(
     "field, value, message",
     [
-        ("min_keep", 0.0, r"Auto.min_keep got 0.0: pass a share in \(0, 1\]"),
-        ("max_keep", 1.5, r"Auto.max_keep got 1.5: pass a share in \(0, 1\]"),
-        ("margin", -0.1, r"Auto.margin got -0.1: pass a finite number >= 0"),
-        ("smoothing", 1.0, r"Auto.smoothing got 1.0: pass a factor in \[0, 1\)"),
-        ("grid", True, r"Auto.grid got True"),
+        ("keeps", (0.25, 1.0), r"Auto.keeps got \(0.25, 1.0\): pass a tuple of distinct shares in \(0, 1\)"),
+        ("keeps", [0.25], r"Auto.keeps got \[0.25\]"),
+        ("keeps", (0.5, 0.5), r"Auto.keeps got \(0.5, 0.5\)"),
+        ("keeps", (), r"Auto.keeps got \(\)"),
+        ("z", -1.0, r"Auto.z got -1.0: pass a finite number >= 0"),
+        ("margin", math.inf, r"Auto.margin got inf"),
+        ("window", 0, r"Auto.window must be an int >= 1, got 0"),
+        ("settle", -1, r"Auto.settle must be an int >= 0, got -1"),
+        ("cycles", 1.5, r"Auto.cycles must be an int >= 1, got 1.5"),
+        ("warmup", True, r"Auto.warmup must be an int >= 0, got True"),
         ("every", 0, r"Auto.every must be an int >= 1, got 0"),
-        ("probe_every", 2.0, r"Auto.probe_every must be an int >= 1, got 2.0"),
         ("decisions_kept", None, r"Auto.decisions_kept must be an int >= 1, got None"),
     ],
 )
@@ -81,15 +110,14 @@ def test_settings_are_checked_at_construction_naming_field_and_value(field, valu
         Auto(**{field: value})
 
 
-def test_settings_type_errors_and_range_order():
-    with pytest.raises(ValueError, match=r"min_keep=0.8, max_keep=0.2\): min_keep must not exceed max_keep"):
-        Auto(min_keep=0.8, max_keep=0.2)
+def test_settings_type_errors_and_the_trial_length():
     with pytest.raises(TypeError, match="Auto.costs must be a sbdata.CostTable or None, got dict"):
         Auto(costs={"score": 1})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="Auto.clock must be callable"):
         Auto(clock=3.0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"got 'fast'"):
         SBLoader([], OracleModel([1.0]), ce, keep="fast")  # type: ignore[arg-type]
+    assert Auto().trial_batches == 12 * 32 and settings().trial_batches == 8 * 6
 
 
 def test_auto_string_is_the_default_settings_and_a_fixed_keep_has_no_controller():
@@ -97,199 +125,213 @@ def test_auto_string_is_the_default_settings_and_a_fixed_keep_has_no_controller(
     assert SelectionEngine(OracleModel([1.0]), ce, keep=0.5).controller is None
 
 
-# ----------------------------------------------------------------------------------------------- decisions
-def test_switches_off_on_a_flat_spread_and_says_why_once():
-    table, batches = plan(("flat", 12))
-    sb = SBLoader(batches, OracleModel(table), ce, keep=settings())
+# ----------------------------------------------------------------------------------------------- routing
+def test_the_trial_routes_windows_in_order_and_measures_after_settling():
+    sb = SBLoader(batches(4), Planted(), planted_loss, keep=settings())
+    controller = sb.engine.controller
+    routes = [controller.route(step) for step in range(DECISION)]
+    arms = [0, 0] + [arm for arm in ORDER for _ in range(6)] + [0] * 6
+    assert [r.select for r in routes] == [arm == 1 for arm in arms]
+    assert {r.keep for r in routes if r.select} == {0.25}
+    # the average of window w is measured on the settling batches of window w + 1 (and after the last window)
+    measured = [i for i, r in enumerate(routes) if r.measure]
+    assert measured == [2 + 6 * w + o for w in range(1, 9) for o in range(2)]
+    assert routes[0] == Route(False, 0.25, False)
+
+
+def test_planted_win_turns_selection_on_with_the_exact_measured_speedup():
+    # both arms make the same progress per batch; a selection step costs 28 against 48: 12/7 the progress per second
+    sb, sizes = run(plain=0.01, selected=0.01)
+    assert sizes[:DECISION] == trial_sizes()
+    assert sizes[DECISION:] == [keep_count(0.25, B)] * (64 - DECISION)  # on from the decision
+    stats = sb.stats
+    assert stats.auto_on and stats.auto_keep == 0.25 and stats.auto_trials == 1
+    assert stats.auto_speedup == pytest.approx(PER_SECOND, rel=1e-4)
+    assert stats.auto_decisions[0][:3] == (DECISION, 1.0, 0.25)
+    assert stats.auto_reason.startswith("trial 1: select at keep 0.25: measured keep 0.25: 1.71x")
+    assert stats.auto_trial_share == pytest.approx(48 / 64) and stats.auto_on_share == pytest.approx(8 / 64)
+
+
+@pytest.mark.parametrize(
+    ("selected", "speedup"),
+    [
+        (-0.01, -PER_SECOND),  # flipped labels: training on the hard part undoes progress
+        (0.005, 0.5 * PER_SECOND),  # half the progress per batch: 0.86x per second, below 1.05
+        (0.0, 0.0),  # incompressible: no progress at all
+    ],
+    ids=["flipped", "slower", "nothing-learnable"],
+)
+def test_planted_loss_keeps_selection_off_and_says_why_once(selected, speedup):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        outputs = [out for _ in range(2) for out in sb]
-    assert sizes(outputs) == [B] * 24  # whole batches throughout
+        sb, sizes = run(plain=0.01, selected=selected)
+    assert sizes[DECISION:] == [B] * (64 - DECISION)  # whole batches after the trial
     stats = sb.stats
-    assert not stats.auto_on and stats.auto_on_share == 0.0 and stats.auto_keep == 1.0
-    assert stats.auto_tau == pytest.approx(1.0) and stats.auto_speedup == pytest.approx(speedup_of("flat"))
-    # FE at keep 0.55 of 16 (k = 9): scoring 16 of 16 + 27 = 37% of a step; tau 1: 0.40x
-    expected = (
-        "selection predicted 0.40x here: scoring is 37% of a step and the loss spread is flat (tau 1.00); "
-        "training on whole batches"
-    )
-    assert stats.auto_reason == expected
-    assert [str(w.message) for w in caught] == [f"sbdata keep='auto': {expected}"]  # once per loader, not per read
-    assert caught[0].filename == __file__  # it names the user's loop line, not a line inside sbdata
-    assert len(stats.auto_decisions) == 10 and all(on == 0.0 for _, on, *_ in stats.auto_decisions)
-    assert stats.postfix() == {"bp": "1.00", "kept_loss": stats.postfix()["kept_loss"],
-                               "dropped_loss": stats.postfix()["dropped_loss"], "auto": "off", "tau": "1.00",
-                               "x": f"{speedup_of('flat'):.2f}"}  # fmt: skip
+    assert not stats.auto_on and stats.auto_keep == 1.0
+    assert stats.auto_speedup == pytest.approx(speedup, abs=1e-4)
+    assert stats.auto_reason.startswith("trial 1: whole batches: measured keep 0.25: ")
+    assert "none beats 1.05x the progress per second of whole batches by 1 standard error(s)" in stats.auto_reason
+    messages = [str(w.message) for w in caught if "keep='auto'" in str(w.message)]
+    assert messages == [f"sbdata keep='auto': {stats.auto_reason}"]
+    assert [w.filename for w in caught if "keep='auto'" in str(w.message)] == [__file__]  # the user's loop line
 
 
-def test_switches_on_on_a_concentrated_spread_at_the_best_keep():
-    table, batches = plan(("conc", 12))
-    sb = SBLoader(batches, OracleModel(table), ce, keep=settings())
-    outputs = list(sb)
-    # reads at the 3rd and 5th scored batch; the first decision uses the first window (batches 0-1), one window
-    # late, so batches 0-3 pass whole and batch 4 on is selected, keeping keep_count(0.1, 16) = 2
-    assert sizes(outputs) == [B] * 4 + [2] * 8
-    assert all(0 in (torch.round(out[0][:, 0]).long() % B).tolist() for out in outputs[4:])  # the hard sample
-    stats = sb.stats
-    assert stats.auto_on and stats.auto_keep == pytest.approx(0.1) and stats.auto_on_share == pytest.approx(8 / 12)
-    assert stats.auto_decisions[0] == pytest.approx((4, 1.0, 0.1, tau(PHASES["conc"]), speedup_of("conc")))
-    assert stats.auto_reason == "" and stats.postfix()["auto"] == "on 0.10"  # the progress bar shows the decision
+def test_a_noisy_trial_that_cannot_tell_stays_plain():
+    # plain and selection alternate between big gains and losses: no arm's rate is known to a standard error
+    model = Planted()
+    sb = SBLoader(batches(64), model, planted_loss, keep=settings())
+    noise = iter((0.2 * torch.randn(64, generator=torch.Generator().manual_seed(0))).tolist())
+    for out in sb:
+        with torch.no_grad():
+            model.theta += next(noise) + (0.01 if out[0].shape[0] == B else 0.011)
+    assert not sb.stats.auto_on and "standard error" in sb.stats.auto_reason
 
 
-def check_hysteresis(history: tuple[tuple[float, ...], ...]) -> None:
-    """On above 1 + margin, off below 1, unchanged in between, at every decision."""
-    previous = 0.0
-    for step, on, _keep, _tau, speed in history:
-        if speed > 1 + MARGIN:
-            assert on == 1.0, step
-        elif speed < 1:
-            assert on == 0.0, step
-        else:
-            assert on == previous, f"flapped at step {step} with a predicted {speed:.3f}x"
-        previous = on
+def test_retrials_recheck_the_decision():
+    # selection pays until batch 80, then plain does: the second trial (from batch 56 + 40) turns selection off
+    model = Planted()
+    sb = SBLoader(batches(200), model, planted_loss, keep=settings(every=40))
+    seen = 0
+    for out in sb:
+        gain = 0.01 if out[0].shape[0] == B else (0.01 if seen < 80 else -0.01)
+        seen += 1
+        with torch.no_grad():
+            model.theta += gain
+    decisions = [(step, on) for step, on, *_ in sb.stats.auto_decisions]
+    assert decisions[0] == (DECISION, 1.0) and decisions[1] == (DECISION + 40 + DECISION - 2, 0.0)
+    assert sb.stats.auto_trials >= 2
 
 
-def test_hysteresis_keeps_the_state_inside_the_band():
-    assert 1 < speedup_of("band") < 1 + MARGIN < speedup_of("conc") and speedup_of("flat") < 1
-    table, batches = plan(("conc", 6), ("band", 8), ("flat", 8))
-    sb = SBLoader(batches, OracleModel(table), ce, keep=settings())
-    outputs = list(sb)
-    history = sb.stats.auto_decisions
-    check_hysteresis(history)
-    in_band = [on for _, on, _, _, speed in history if 1 < speed < 1 + MARGIN]
-    assert in_band and all(on == 1.0 for on in in_band)  # on, and stayed on through the band
-    assert history[-1][1] == 0.0  # and off once the spread went flat
-    assert sizes(outputs)[:4] == [B] * 4 and sizes(outputs)[-1] == B
-
-    table, batches = plan(("band", 12))  # from off, the band never switches it on
-    sb = SBLoader(batches, OracleModel(table), ce, keep=settings())
-    assert sizes(list(sb)) == [B] * 12
-    assert sb.stats.auto_decisions and all(on == 0.0 for _, on, *_ in sb.stats.auto_decisions)
+def test_measurement_has_no_side_effects_on_the_model_or_the_rngs():
+    model = Planted()
+    sb = SBLoader(batches(64), model, planted_loss, keep=settings())
+    before = (torch.get_rng_state(), {k: v.clone() for k, v in model.state_dict().items()})
+    outputs = list(sb)  # no training: the trial measures, averages and decides on a model that never moves
+    assert len(outputs) == 64 and torch.equal(torch.get_rng_state(), before[0])
+    assert all(torch.equal(v, before[1][k]) for k, v in model.state_dict().items())
+    shadow = sb.engine.controller.shadow
+    assert shadow is not model and not any(p.requires_grad for p in shadow.parameters())
+    # the live model runs the scoring pass of the 24 selection steps only; the averaged copy measures 16 batches
+    assert model.calls == 24 and shadow.calls == 16
+    assert sb.stats.samples_scored == 24 * B + 16 * B
 
 
 def test_composes_with_the_schedule():
-    table, batches = plan(("conc", 16))
-    sb = SBLoader(batches, OracleModel(table), ce, keep=settings(), schedule=Schedule(interrupt=2))
-    out = sizes(list(sb))
-    assert out[1::2] == [B] * 8  # the schedule's plain steps stay plain
-    assert out[0::2] == [B] * 4 + [2] * 4  # its SB steps: off until the first decision (after 4 scored), then on
+    model = Planted()
+    sb = SBLoader(batches(140), model, planted_loss, keep=settings(), schedule=Schedule(interrupt=2))
+    sizes = train(sb, model, 0.01, 0.01)
+    assert sizes[1::2] == [B] * 70  # the schedule's plain steps stay plain and are not routed
+    assert sizes[0::2][:DECISION] == trial_sizes() and set(sizes[0::2][DECISION:]) == {4}
 
 
-def test_pooled_layout_emits_fixed_size_batches_once_on():
-    table, batches = plan(("conc", 12))
-    sb = SBLoader(batches, OracleModel(table), ce, keep=settings(), batch_size=4)
-    out = sizes(list(sb))
-    assert out[:4] == [B] * 4 and set(out[4:]) == {4}  # plain batches whole, then pooled batches of 4
-    assert sb.stats.auto_keep == pytest.approx(best_keep(tau(PHASES["conc"]), FE, B, batch_size=4)[0])
+def test_pooled_layout_emits_fixed_size_batches():
+    model = Planted()
+    sb = SBLoader(batches(64), model, planted_loss, keep=settings(), batch_size=8)
+    sizes = train(sb, model, 0.01, 0.02)  # an output of 8 holds two loader batches' picks: 0.01 per loader batch
+    assert sb.stats.auto_on and set(sizes) == {B, 8}
+    assert sb.stats.auto_speedup == pytest.approx(PER_SECOND, rel=0.05)  # the pool's lag blurs the windows
 
 
 def test_live_costs_from_a_fixed_clock():
     ticks = iter(range(10**6))
     clock = lambda: float(next(ticks))  # noqa: E731  every call one second later: each timed call lasts 1 s
-    table, batches = plan(("conc", 8))
-    sb = SBLoader(batches, OracleModel(table), ce, keep=settings(costs=None, clock=clock))
-    outputs = list(sb)
-    assert sizes(outputs) == [B] * 8  # scoring 16 costs as much as training 16: selection cannot pay
-    # every other probe scores a quarter batch (4), which lasts 1 s too: the scoring line is all fixed cost, and
-    # training, timed at 16 only, scales as scoring does: every call costs 1 s whatever its size
-    assert sorted(sb.engine.controller.meter.score_times) == [B // 4, B]
+    model = Planted()
+    sb = SBLoader(batches(64), model, planted_loss, keep=settings(costs=None, clock=clock))
+    train(sb, model, 0.01, 0.01)
     costs = sb.engine.controller.meter.table()
-    assert costs == CostTable(score_per_sample=0.0, train_per_sample=0.0, score_fixed=1.0, train_fixed=1.0)
-    assert sb.stats.auto_speedup < 1
-
-
-def test_observed_losses_feed_the_estimate_while_off():
-    table, batches = plan(("conc", 3))
-    cache = LossCache(size=len(table), staleness=1)
-    expensive = CostTable(score_per_sample=10.0, train_per_sample=1.0)  # never pays: stays off
-    keep = settings(costs=expensive, probe_every=100)  # no probe in this epoch: only observe() feeds the sums
-    sb = SBLoader(batches, OracleModel(table), ce, keep=keep, cache=cache, id_key=lambda b: b[0][:, 0].long())
-    for out in sb:
-        sb.observe(out, ce(sb.engine.model(out[0]), out[1], reduction="none"))
-    total, squares, count = sb.engine.controller.sums.tolist()
-    assert count == 3 * B and total == pytest.approx(3 * sum(PHASES["conc"]), rel=1e-5)
-    assert math.sqrt(count * squares) / total == pytest.approx(tau(PHASES["conc"]), rel=1e-5)
-    assert not sb.stats.auto_on and sb.stats.sb_steps == 0
+    # every scoring call lasts 1 s, timed at 16 only (a line through the origin); every training step 1 s, at 16
+    # and at 4 (all fixed cost): a selection step (score 16 + train 4) costs twice a plain one, and the same
+    # progress per batch is 0.5x per second
+    assert costs == CostTable(score_per_sample=1 / 16, train_per_sample=0.0, score_fixed=0.0, train_fixed=1.0)
+    assert not sb.stats.auto_on and sb.stats.auto_speedup == pytest.approx(0.5, rel=1e-4)
 
 
 # ----------------------------------------------------------------------------------------------- state
-@pytest.mark.parametrize("phases", [(("conc", 10),), (("flat", 10),), (("conc", 4), ("flat", 6))], ids=str)
-def test_exact_resume_on_off_and_switching(phases):
-    table, batches = plan(*phases)
-
+def test_exact_resume_before_inside_and_after_a_trial():
     def make() -> SBLoader:
-        return SBLoader(batches, OracleModel(table), ce, keep=settings(), policy="rank", generator=3)
+        return SBLoader(batches(30), Planted(), planted_loss, keep=settings(every=20), policy="rank", generator=3)
 
-    reference = check_save_load(make, epochs=2, at=range(1, 20))
-    assert sum(map(len, reference)) == 20
+    reference = check_save_load(make, epochs=3, at=[1, 2, 3, 5, 8, 13, 21, 34, 50, 53, 55, 56, 57, 70, 89])
+    assert sum(map(len, reference)) == 90
 
 
-def test_state_loads_weights_only_and_holds_the_decisions():
-    table, batches = plan(("conc", 6))
-    sb = SBLoader(batches, OracleModel(table), ce, keep=settings())
+def test_state_loads_weights_only_and_holds_the_trial():
+    sb = SBLoader(batches(64), Planted(), planted_loss, keep=settings())
     iterator = iter(sb)
-    for _ in range(5):
+    for _ in range(20):  # inside window 3: two windows measured, the third window averaging
         next(iterator)
     state = roundtrip(sb.state_dict())["engine"]["auto"]
-    assert state["on"] is True and state["keep"] == pytest.approx(0.1) and len(state["decisions"]) == 1
-    assert state["in_flight"] is not None and state["sums"].dtype == torch.float64
+    assert state["routed"] == 20 and state["trial_start"] == 2 and len(state["windows"]) == 2
+    assert state["shadow"] is not None and state["averaged"] == 20 - 2 - 2 * 6 - 2
+    assert state["sums"].dtype == torch.float64
 
 
-def test_a_state_saved_with_another_keep_mode_refuses_to_load_and_old_states_load():
-    table, batches = plan(("conc", 2))
-    fixed = SBLoader(batches, OracleModel(table), ce, keep=0.5)
-    auto = SBLoader(batches, OracleModel(table), ce, keep="auto")
-    with pytest.raises(ValueError, match=r"saved with keep=None but this loader has keep='auto\(min_keep=None"):
+def test_a_state_saved_with_another_keep_mode_refuses_to_load():
+    fixed = SBLoader(batches(2), OracleModel([1.0] * 32), ce, keep=0.5)
+    auto = SBLoader(batches(2), OracleModel([1.0] * 32), ce, keep="auto")
+    with pytest.raises(ValueError, match=r"saved with keep=None but this loader has keep='auto\(keeps=\(0.25, 0.5\)"):
         auto.load_state_dict(roundtrip(fixed.state_dict()))
     with pytest.raises(ValueError, match=r"saved with keep='auto\(.*\)' but this loader has keep=None"):
         fixed.load_state_dict(roundtrip(auto.state_dict()))
-    old = roundtrip(fixed.state_dict())
-    del old["engine"]["options"]["keep"], old["engine"]["auto"]  # as saved before keep="auto" existed
-    SBLoader(batches, OracleModel(table), ce, keep=0.5).load_state_dict(old)
 
 
 # ----------------------------------------------------------------------------------------------- front ends
+def front_end_run(make: Callable[[Planted], Iterable[Any]]) -> tuple[list[int], Any]:
+    model = Planted()
+    outputs = make(model)
+    return train(outputs, model, 0.01, 0.01), model
+
+
 def test_every_front_end_decides_alike():
-    table, batches = plan(("conc", 6), ("flat", 6))
-    reference = list(SBLoader(batches, OracleModel(table), ce, keep=settings()))
-    node = Loader(SBSelector(IterableWrapper(batches), OracleModel(table), ce, keep=settings()))
-    stage = sb_select(OracleModel(table), ce, keep=settings())
-    collator = SBCollator(OracleModel(table), ce, keep=settings(), collate_fn=lambda batch: batch)
-    runs = {
-        "SBSelector": list(node),
-        "sb_select": list(stage(iter(batches))),
-        "SBCollator": [collator(batch) for batch in batches],
-    }
-    for name, outputs in runs.items():
-        assert sizes(outputs) == sizes(reference), name
-        assert all(torch.equal(a[0], b[0]) for a, b in zip(outputs, reference, strict=True)), name
-    assert stage.stats.auto_decisions == collator.stats.auto_decisions == node.root.stats.auto_decisions
+    data = batches(64)
+    made: dict[str, Any] = {}
+
+    def loader(model: Planted) -> Iterable[Any]:
+        made["SBLoader"] = SBLoader(data, model, planted_loss, keep=settings())
+        return made["SBLoader"]
+
+    def node(model: Planted) -> Iterable[Any]:
+        made["SBSelector"] = SBSelector(IterableWrapper(data), model, planted_loss, keep=settings())
+        return Loader(made["SBSelector"])
+
+    def stage(model: Planted) -> Iterable[Any]:
+        made["sb_select"] = sb_select(model, planted_loss, keep=settings())
+        return made["sb_select"](iter(data))
+
+    def collator(model: Planted) -> Iterable[Any]:
+        made["SBCollator"] = SBCollator(model, planted_loss, keep=settings(), collate_fn=lambda batch: batch)
+        return (made["SBCollator"](batch) for batch in data)
+
+    runs = {name: front_end_run(make)[0] for name, make in
+            {"SBLoader": loader, "SBSelector": node, "sb_select": stage, "SBCollator": collator}.items()}  # fmt: skip
+    assert all(sizes == runs["SBLoader"] for sizes in runs.values())
+    decisions = {name: front.stats.auto_decisions for name, front in made.items()}
+    assert len({str(d) for d in decisions.values()}) == 1 and decisions["SBLoader"][0][1] == 1.0
 
 
 def test_accelerate_wrap_passes_keep_auto_through():
     accelerate = pytest.importorskip("accelerate")
     from sbdata.integrations.accelerate import wrap
 
-    table, batches = plan(("conc", 6))
     accelerator = accelerate.Accelerator(cpu=True)
-    model = accelerator.prepare(OracleModel(table))
-    sb = wrap(accelerator, batches, model, ce, keep=settings())
-    assert sizes(list(sb)) == [B] * 4 + [2] * 2 and sb.stats.auto_on
+    model = accelerator.prepare(Planted())
+    sb = wrap(accelerator, batches(64), model, planted_loss, keep=settings())
+    sizes = train(sb, model, 0.01, 0.01)
+    assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_on
 
 
 # ----------------------------------------------------------------------------------------------- synchronisation
 def test_no_sync_per_step_with_keep_auto():
-    from tests.checks.test_syncs import LOSSES, SyncCounter, batches
+    from tests.checks.test_syncs import LOSSES, SyncCounter
+    from tests.checks.test_syncs import batches as sync_batches
 
     counter = SyncCounter()
-    epochs = [batches(e, keys=False) for e in range(4)]  # no list column: its copy is allowed per SB step
+    epochs = [sync_batches(e, keys=False) for e in range(4)]  # no list column: its copy is allowed per SB step
     for epoch in epochs:
         for batch in epoch:
             counter.host.update((id(v), v) for v in batch.values())
-    cheap = CostTable(score_per_sample=0.001, train_per_sample=3.0)  # pooled, this pays even on a tau of 1.1
-    for config in ({"costs": cheap, "batch_size": 8}, {"costs": FE}):  # on, and off with probes
-        pooled = {"batch_size": config.pop("batch_size")} if "batch_size" in config else {}
-        auto = Auto(every=2, probe_every=2, probes=2, min_keep=0.1, **config)
+    for pooled in ({"batch_size": 8}, {}):
+        auto = Auto(keeps=(0.5,), window=1, settle=0, cycles=1, warmup=1, every=2, costs=FE)
         sb = SBLoader([], OracleModel(LOSSES), ce, keep=auto, generator=1, **pooled)
         steps = 0
         for epoch in epochs:
@@ -303,18 +345,16 @@ def test_no_sync_per_step_with_keep_auto():
                         break
                     steps += 1
                     assert counter.calls == [], f"step {steps}: {counter.calls}"
-        assert steps > 8 and len(sb.stats.auto_decisions) >= 2
-        assert sb.stats.auto_on == bool(pooled)
+        assert steps > 8 and sb.stats.auto_trials >= 2
 
 
 # ----------------------------------------------------------------------------------------------- distributed
 def decide_on_rank(rank: int) -> dict[str, Any]:
-    """On one of 2 gloo ranks, with its own local losses: the sizes it yields and the decisions it takes."""
-    phases = (("conc", 8), ("flat", 8)) if rank == 0 else (("flat", 8), ("conc", 8))  # different local losses
-    table, batches = plan(*phases)
-    sb = SBLoader(batches, OracleModel(table), ce, keep=settings())
-    outputs = sizes(list(sb))
-    return {"sizes": outputs, "history": sb.stats.auto_decisions}
+    """On one of 2 gloo ranks: selection gains on rank 0 and loses on rank 1, so only the pooled sums decide."""
+    model = Planted()
+    sb = SBLoader(batches(64), model, planted_loss, keep=settings())
+    sizes = train(sb, model, 0.01, 0.02 if rank == 0 else -0.01)
+    return {"sizes": sizes, "history": sb.stats.auto_decisions, "reason": sb.stats.auto_reason}
 
 
 @pytest.mark.multiprocess
@@ -322,10 +362,9 @@ def decide_on_rank(rank: int) -> dict[str, Any]:
 def test_ranks_decide_alike():
     first, second = launch_ranks(decide_on_rank, world=2, timeout=120)  # 120 s: a hang guard only
     assert first["history"] == second["history"] and first["sizes"] == second["sizes"]
-    # the pooled sums: half the batches concentrated, so a global tau between flat and concentrated
-    global_tau = math.sqrt(sum(x * x for x in PHASES["conc"] + PHASES["flat"]) / (2 * B))
-    global_tau /= sum(PHASES["conc"] + PHASES["flat"]) / (2 * B)
-    assert first["history"][0][3] == pytest.approx(global_tau)
+    assert first["reason"] == second["reason"]
+    # pooled: selection gains (0.02 - 0.01) / 2 = 0.005 per batch against plain's 0.01: half, 0.86x per second
+    assert first["history"][0][1] == 0.0 and first["history"][0][4] == pytest.approx(0.5 * PER_SECOND, rel=1e-4)
 
 
 def test_auto_is_exported():
@@ -337,12 +376,12 @@ def test_transformers_trainer_passes_keep_auto_through(tmp_path):
     pytest.importorskip("transformers")
     from tests.integrations.test_transformers import BATCH, make_trainer
 
-    trainer = make_trainer(tmp_path, sb_options={"keep": Auto(every=1, probe_every=1, costs=FE)})
+    auto = Auto(keeps=(0.5,), window=1, settle=0, cycles=1, warmup=1, every=2, costs=FE)
+    trainer = make_trainer(tmp_path, sb_options={"keep": auto})
     trainer.train()
     stats = trainer.sb.stats
-    assert stats.auto_decisions and stats.steps == len(trainer.seen)  # decisions were taken, every batch trained
-    shares = {keep for _, on, keep, *_ in stats.auto_decisions if on}
-    assert {len(step) for step in trainer.seen} <= {BATCH} | {keep_count(keep, BATCH) for keep in shares}
+    assert stats.auto_trials >= 1 and stats.steps == len(trainer.seen)  # a trial ran, every batch trained
+    assert {len(step) for step in trainer.seen} <= {BATCH, keep_count(0.5, BATCH)}
 
 
 def test_the_live_meter_takes_medians_and_ignores_sizes_timed_too_rarely():
@@ -387,34 +426,3 @@ def test_a_size_timed_rarely_stays_out_of_the_fit_however_long_the_run():
     assert meter.train_times[128][0] == 8 < MIN_SHARE * meter.train_times[256][0]
     table = meter.table()
     assert table.train(256) == pytest.approx(3.0) and table.train(64) == pytest.approx(1.5)  # scaled as scoring
-
-
-@pytest.mark.parametrize(
-    ("options", "lowest"),
-    [
-        ({}, 0.5),  # top-k, the default: a biased subset, which the estimate does not price
-        ({"policy": "importance"}, 0.5),  # sampled, but trained unweighted: biased too
-        ({"policy": "importance", "return_weights": True}, 0.1),  # unbiased importance sampling
-        ({"policy": "importance", "return_weights": True, "keep": Auto(min_keep=0.3)}, 0.3),  # the user's choice
-        ({"keep": Auto(max_keep=0.4)}, 0.4),  # never above max_keep
-    ],
-)
-def test_the_lowest_share_defaults_by_whether_the_policy_is_unbiased(options, lowest):
-    table, batches = plan(("conc", 12))
-    options = {"keep": Auto(costs=FE, every=2, probes=2, probe_every=1, smoothing=0.0), **options}
-    sb = SBLoader(batches, OracleModel(table), ce, **options)
-    assert sb.engine.controller.min_keep == lowest
-    outputs = list(sb)
-    kept = {len(out[0][0] if isinstance(out[0], tuple) else out[0]) for out in outputs}
-    assert min(kept) >= math.ceil(lowest * B - 1e-9)  # the controller never keeps fewer
-
-
-def test_probes_count_the_samples_they_score_quarter_probes_included():
-    ticks = iter(range(10**6))
-    table, batches = plan(("flat", 8))
-    keep = settings(costs=None, clock=lambda: float(next(ticks)), every=100, probes=100)  # no decision: all probes
-    sb = SBLoader(batches, OracleModel(table), ce, keep=keep)
-    list(sb)
-    # probe_every=1: every batch is probed, every second one (off counts 1, 3, 5, 7) on its first quarter only
-    assert sb.stats.samples_scored == 4 * B + 4 * (B // 4)
-    assert sb.stats.sb_steps == 0 and not sb.stats.auto_on

@@ -1,0 +1,89 @@
+"""The trial's pure functions: the window order, the exposures, the progress fit and the verdict, on planted levels
+whose answers are known exactly."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sbdata.auto import Progress, exposures, fit_progress, trial_order, verdict
+
+
+def test_trial_order_is_a_palindrome_of_cycles():
+    assert trial_order(1, 1) == [0, 1, 1, 0]
+    assert trial_order(2, 2) == [0, 1, 2, 2, 1, 0] * 2
+    with pytest.raises(ValueError, match="arms >= 1 and cycles >= 1, got arms=0, cycles=1"):
+        trial_order(0, 1)
+
+
+def test_exposures_count_earlier_windows_and_part_of_the_own():
+    assert exposures([0, 1, 1, 0], 1, middle=0.5) == [[0.5, 0.0], [1.0, 0.5], [1.0, 1.5], [1.5, 2.0]]
+    # the exposures add up to the time: every window's middle
+    for i, row in enumerate(exposures(trial_order(2, 2), 2, middle=0.25)):
+        assert sum(row) == pytest.approx(i + 0.25)
+
+
+def planted(rates: list[float], order: list[int], curvature: float = 0.0, middle: float = 0.5) -> list[float]:
+    arms = len(rates) - 1
+    return [
+        0.3 + sum(r * e for r, e in zip(rates, row, strict=True)) + curvature * (i + middle) ** 2
+        for i, row in enumerate(exposures(order, arms, middle))
+    ]
+
+
+@pytest.mark.parametrize("curvature", [0.0, -0.0005])
+def test_fit_recovers_planted_rates_exactly_with_or_without_curvature(curvature):
+    order = trial_order(2, 2)
+    rates = [0.01, 0.02, -0.005]
+    fit = fit_progress(planted(rates, order, curvature, 0.6), order, 2, middle=0.6)
+    assert fit.rates == pytest.approx(rates, abs=1e-9)
+    assert all(abs(v) < 1e-12 for row in fit.covariance for v in row)  # an exact fit: no residual
+
+
+def test_fit_checks_its_input():
+    with pytest.raises(ValueError, match="3 levels for 4 windows: pass one per window"):
+        fit_progress([0.1, 0.2, 0.3], [0, 1, 1, 0], 1)
+    with pytest.raises(ValueError, match="a fit of 4 parameters needs at least 4 windows, got 2"):
+        fit_progress([0.1, 0.2], [0, 1], 1)
+
+
+def test_a_fit_without_a_residual_degree_of_freedom_has_nan_errors_and_stays_plain():
+    fit = fit_progress([0.1, 0.2, 0.3, 0.4], [0, 1, 1, 0], 1)  # 4 windows, 4 parameters
+    assert math.isnan(fit.se(0))
+    assert verdict(fit, [3.0, 1.75], [0.25]).arm == 0
+
+
+def exact(rates: list[float]) -> Progress:
+    arms = len(rates)
+    return Progress(tuple(rates), tuple(tuple(0.0 for _ in range(arms)) for _ in range(arms)))
+
+
+def test_verdict_prices_progress_per_second():
+    # plain 3 s and keep 0.25 1.75 s per batch: equal progress per batch is 12/7 per second
+    result = verdict(exact([0.01, 0.01]), [3.0, 1.75], [0.25])
+    assert result.arm == 1 and result.speedups == pytest.approx((12 / 7,))
+    assert result.reason.startswith("select at keep 0.25: measured keep 0.25: 1.71x (+inf se)")
+    # 0.6 of the progress per batch: 1.03x, below 1 + margin
+    result = verdict(exact([0.01, 0.006]), [3.0, 1.75], [0.25])
+    assert result.arm == 0 and result.speedups == pytest.approx((0.6 * 12 / 7,))
+    assert "none beats 1.05x" in result.reason
+
+
+def test_verdict_picks_the_arm_with_the_strongest_evidence_and_needs_z_errors():
+    cov = ((1e-6, 0.0, 0.0), (0.0, 1e-6, 0.0), (0.0, 0.0, 4e-6))
+    fit = Progress((0.01, 0.009, 0.012), cov)
+    costs = [3.0, 1.75, 2.5]  # keep 0.25 and keep 0.5
+    result = verdict(fit, costs, [0.25, 0.5], z=1.0)
+    # keep 0.25: 0.009 * 12/7 - 1.05 * 0.01 = 0.00493, se sqrt((12/7)^2 + 1.05^2) 1e-3 = 2.01e-3: 2.45 se
+    # keep 0.5: 0.012 * 1.2 - 0.0105 = 0.0039, se sqrt(1.44 * 4 + 1.1025) 1e-3 = 2.62e-3: 1.49 se
+    assert result.contrasts == pytest.approx((2.45, 1.49), abs=0.01)
+    assert result.arm == 1
+    assert verdict(fit, costs, [0.25, 0.5], z=3.0).arm == 0  # not 3 standard errors: plain
+
+
+def test_verdict_without_plain_progress_compares_seconds_only_by_the_contrast():
+    result = verdict(exact([0.0, 0.01]), [3.0, 1.75], [0.25])
+    assert result.arm == 1 and math.isnan(result.speedups[0])
+    assert "no plain progress to compare" in result.reason
+    assert verdict(exact([0.0, 0.0]), [3.0, 1.75], [0.25]).arm == 0  # nothing moves: plain
