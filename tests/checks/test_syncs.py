@@ -166,7 +166,7 @@ CONFIGS = [
             "batch_size": 8,
         },
         id="auto-trials-pooled",
-    ),  # fmt: skip
+    ),
     pytest.param(
         {"keep": Auto(window=2, settle=1, cycles=1, warmup=1, every=3, costs=CostTable.forward_equivalents())},
         id="auto-trials",

@@ -191,10 +191,8 @@ def test_retrials_recheck_the_decision():
     # selection pays until batch 80, then plain does: the second trial (from batch 56 + 40) turns selection off
     model = Planted()
     sb = SBLoader(batches(200), model, planted_loss, keep=settings(every=40))
-    seen = 0
-    for out in sb:
+    for seen, out in enumerate(sb):
         gain = 0.01 if out[0].shape[0] == B else (0.01 if seen < 80 else -0.01)
-        seen += 1
         with torch.no_grad():
             model.theta += gain
     decisions = [(step, on) for step, on, *_ in sb.stats.auto_decisions]
