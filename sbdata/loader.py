@@ -12,6 +12,7 @@ import sbdata._front as _front
 import sbdata.distributed as _dist
 from sbdata._front import EngineFront, SamplerOrder
 from sbdata._util import Unpack, warn_from_user_code
+from sbdata.auto import as_auto
 from sbdata.engine import EngineOptions, LossFn, SelectionEngine
 
 __all__ = ["SBLoader"]
@@ -82,6 +83,9 @@ class SBLoader(EngineFront):
                 f"loader must be an iterable of batches or a zero-argument factory of one, got {type(loader).__name__}"
             )
         self.loader = loader
+        auto = as_auto(options.get("keep"))
+        if auto is not None and isinstance(loader, Sized) and len(loader) > 0:
+            options["keep"] = auto.sized(len(loader))  # trials sized to the epoch (Auto.sized)
         self.engine = SelectionEngine(model, loss_fn, **options)
         self._order = SamplerOrder(loader)
         self._stateless = not (

@@ -17,32 +17,39 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sbdata.auto._gain import CostTable
 
 __all__ = ["Auto", "as_auto"]
 
+SIZED = ("window", "settle", "warmup", "every")  # None: sized from the run (Auto.sized)
+
 
 @dataclass(frozen=True)
 class Auto:
     """Settings of ``keep="auto"`` (``"auto"`` is ``Auto()``; the same defaults for every policy and task).
 
-    With the defaults a trial is 12 windows of 16 + 16 loader batches (384 batches; a third of them plain
-    training), starting after 64 batches; re-trials start 1024 batches after each decision. Every batch of a
+    With the defaults and an epoch of 384 loader batches or more (or a stream), a trial is 12 windows of 16 + 16
+    loader batches (384 batches; a third of them plain training), starting after 64 batches; re-trials start 1024
+    batches after each decision. :class:`~sbdata.SBLoader` sizes shorter epochs down (:meth:`sized`). Every batch of a
     trial window after its first ``settle`` is measured before it is trained on: in selection windows in the
     scoring pass's own forward, in plain windows by a forward of its own (a third of a plain step's seconds when
     scoring is a third of a step: about 5% of a trial's seconds with the defaults).
 
     Attributes:
         keeps: the shares trialled against plain training, each in (0, 1). Default (0.25, 0.5).
-        window: loader batches per trial window over which progress is measured, an int >= 1. Default 16.
-        settle: loader batches at the start of each trial window before its measurement starts (the switch's
-            transient), an int >= 0. Default 16.
+        window: loader batches per trial window over which progress is measured, an int >= 1. Default None:
+            sized from the run (:meth:`sized`), 16 for an epoch of 384 loader batches or more.
+        settle: loader batches at the start of each trial window (the switch's transient); the previous window's
+            averaged model is measured on them, before they are trained on. An int >= 1. Default None: as
+            ``window``.
         cycles: palindromes per trial (each ``2 (len(keeps) + 1)`` windows), an int >= 1. Default 2.
-        warmup: loader batches of plain training before the first trial, an int >= 0. Default 64.
-        every: loader batches between a decision and the next trial, an int >= 1. Default 1024.
+        warmup: loader batches of plain training before the first trial, an int >= 0. Default None: 64, or one
+            epoch if shorter.
+        every: loader batches between a decision and the next trial, an int >= 1. Default None: 1024, or 8 epochs
+            if shorter.
         z: standard errors by which the measured speed-up must clear ``1 + margin``, >= 0. Default 1.0.
         margin: see ``z``, >= 0. Default 0.05.
         costs: a fixed :class:`~sbdata.CostTable` (tests; or a calibrated one); None measures live.
@@ -52,11 +59,11 @@ class Auto:
     """
 
     keeps: tuple[float, ...] = (0.25, 0.5)
-    window: int = 16
-    settle: int = 16
+    window: int | None = None
+    settle: int | None = None
     cycles: int = 2
-    warmup: int = 64
-    every: int = 1024
+    warmup: int | None = None
+    every: int | None = None
     z: float = 1.0
     margin: float = 0.05
     costs: CostTable | None = None
@@ -74,9 +81,11 @@ class Auto:
             raise ValueError(f"Auto.keeps got {keeps!r}: pass a tuple of distinct shares in (0, 1), e.g. (0.25, 0.5)")
         _check_number("z", self.z, lambda v: 0 <= v < math.inf, "a finite number >= 0, e.g. 1.0")
         _check_number("margin", self.margin, lambda v: 0 <= v < math.inf, "a finite number >= 0, e.g. 0.05")
-        for name, low in (("window", 1), ("settle", 0), ("cycles", 1), ("warmup", 0), ("every", 1),
+        for name, low in (("window", 1), ("settle", 1), ("cycles", 1), ("warmup", 0), ("every", 1),
                           ("decisions_kept", 1)):  # fmt: skip
             value = getattr(self, name)
+            if value is None and name in SIZED:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"Auto.{name} must be an int >= {low}, got {value!r}: pass e.g. {name}=32")
         if self.costs is not None and not isinstance(self.costs, CostTable):
@@ -84,10 +93,33 @@ class Auto:
         if self.clock is not None and not callable(self.clock):
             raise TypeError(f"Auto.clock must be callable() -> seconds or None, got {type(self.clock).__name__}")
 
+    def sized(self, epoch: int | None = None) -> Auto:
+        """These settings with every None replaced for a run of ``epoch`` loader batches per epoch (None: not known,
+        as for a stream): ``window`` and ``settle`` ``round(epoch / 24)`` within [2, 16] (16 when not known),
+        ``warmup`` ``min(64, epoch)``, ``every`` ``min(1024, 8 epoch)``. A trial is then about 1.5 epochs of a long
+        epoch and 4 of a short one (12 windows of 2 + 2 batches), so a short run still decides within a few epochs.
+
+        Raises:
+            ValueError: for an ``epoch`` that is not an int >= 1 or None.
+        """
+        if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1):
+            raise ValueError(f"epoch must be the loader batches per epoch, an int >= 1, or None; got {epoch!r}")
+        span = 16 if epoch is None else min(16, max(2, round(epoch / 24)))
+        return replace(
+            self,
+            window=span if self.window is None else self.window,
+            settle=span if self.settle is None else self.settle,
+            warmup=(64 if epoch is None else min(64, epoch)) if self.warmup is None else self.warmup,
+            every=(1024 if epoch is None else min(1024, 8 * epoch)) if self.every is None else self.every,
+        )
+
     @property
     def trial_batches(self) -> int:
-        """Loader batches of one trial: ``(settle + window) * cycles * 2 (len(keeps) + 1)``."""
-        return (self.settle + self.window) * self.cycles * 2 * (len(self.keeps) + 1)
+        """Loader batches of one trial, ``(settle + window) * cycles * 2 (len(keeps) + 1)``, of the sized settings
+        (:meth:`sized` without a length, where a size is None)."""
+        sized = self.sized()
+        assert sized.settle is not None and sized.window is not None
+        return (sized.settle + sized.window) * self.cycles * 2 * (len(self.keeps) + 1)
 
     def describe(self) -> str:
         """The settings a saved state depends on, for the options fingerprint."""

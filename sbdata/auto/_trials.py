@@ -36,7 +36,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
+import numpy as np
 
 __all__ = ["Progress", "Verdict", "exposures", "fit_progress", "trial_order", "verdict"]
 
@@ -106,15 +106,16 @@ def fit_progress(levels: Sequence[float], order: Sequence[int], arms: int, middl
     if len(levels) < columns:
         raise ValueError(f"a fit of {columns} parameters needs at least {columns} windows, got {len(levels)}")
     rows = [[1.0, *exposure, (i + middle) ** 2] for i, exposure in enumerate(exposures(order, arms, middle))]
-    x = torch.tensor(rows, dtype=torch.float64)
-    y = torch.tensor([float(v) for v in levels], dtype=torch.float64)
-    gram_inv = torch.linalg.pinv(x.T @ x)
+    x = np.asarray(rows, dtype=np.float64)  # host arithmetic (numpy): a few numbers per trial
+    y = np.asarray([float(v) for v in levels], dtype=np.float64)
+    gram_inv = np.linalg.pinv(x.T @ x)
     beta = gram_inv @ x.T @ y
-    dof = len(levels) - int(torch.linalg.matrix_rank(x))
+    dof = len(levels) - int(np.linalg.matrix_rank(x))
     residual = y - x @ beta
     variance = float(residual @ residual) / dof if dof > 0 else math.nan
     cov = gram_inv[1 : arms + 2, 1 : arms + 2] * variance
-    return Progress(tuple(beta[1 : arms + 2].tolist()), tuple(tuple(row) for row in cov.tolist()))
+    rates = tuple(float(v) for v in beta[1 : arms + 2])
+    return Progress(rates, tuple(tuple(float(v) for v in row) for row in cov))
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,10 @@ class AutoController:
     def __init__(self, settings: Auto, model: nn.Module, device: torch.device, batch_size: int | None, tracker: Any,
                  lockstep: Any) -> None:  # fmt: skip
         self.settings, self.model, self.device = settings, model, device
+        sized = settings.sized()  # an engine built without a length of epoch: the sizes of a stream
+        assert sized.window is not None and sized.settle is not None  # sized() leaves no None
+        assert sized.warmup is not None and sized.every is not None
+        self.window, self.settle, self.warmup, self.every = sized.window, sized.settle, sized.warmup, sized.every
         self.batch_size, self.tracker, self.lockstep = batch_size, tracker, lockstep
         self.meter = None if settings.costs is not None else CostMeter(device, settings.clock)
         self.keeps = tuple(sorted(settings.keeps))  # arm a keeps keeps[a - 1], smallest first
@@ -91,7 +95,7 @@ class AutoController:
         self.keep = max(settings.keeps)  # the share while on; reported as 1.0 while off
         self.tau = self.speedup = self.score_share = self.predicted = math.nan
         self.routed = 0  # loader batches routed so far
-        self.trial_start = settings.warmup  # routed index where the next (or current) trial starts
+        self.trial_start = self.warmup  # routed index where the next (or current) trial starts
         self.shadow: nn.Module | None = None  # the averaged parameters of the window last measured
         self.averaged = 0  # parameter states in the shadow's running average
         self.sums = torch.zeros(SUMS, dtype=torch.float64, device=device)  # the part being measured
@@ -104,7 +108,7 @@ class AutoController:
 
     # ----------------------------------------------------------------- per loader batch
     def _span(self) -> int:
-        return self.settings.settle + self.settings.window
+        return self.settle + self.window
 
     def _window(self, position: int) -> int:
         """The trial window of routed batch ``position`` (< 0: before the trial; >= len(order): after it)."""
@@ -115,19 +119,19 @@ class AutoController:
         first (the live model is as the steps on the batches before left it)."""
         position = self.routed
         self.routed += 1
-        settings, windows, span = self.settings, len(self.order), self._span()
+        windows, span = len(self.order), self._span()
         relative = position - self.trial_start
         window, offset = relative // span, relative % span
-        if 0 <= window <= windows and relative >= span and offset == settings.settle:
+        if 0 <= window <= windows and relative >= span and offset == self.settle:
             self.copies.append(HostCopy(self.sums))  # window - 1's average, measured over this window's settling
             self.sums = torch.zeros(SUMS, dtype=torch.float64, device=self.device)
-        if 0 <= window < windows and offset >= settings.settle:
-            self._average(offset == settings.settle)
+        if 0 <= window < windows and offset >= self.settle:
+            self._average(offset == self.settle)
         elif 0 < window <= windows and offset == 0:
             self._freeze()  # window - 1's average is complete: its buffers are the live ones now
-        if relative == windows * span + settings.settle + settings.window:
+        if relative == windows * span + self.settle + self.window:
             self._decide(step)
-        measure = 0 < window <= windows and offset < settings.settle
+        measure = 0 < window <= windows and offset < self.settle
         if 0 <= window < windows:
             arm = self.order[window]
             if arm > 0:
@@ -196,7 +200,7 @@ class AutoController:
         rows = [copy.value().tolist() for copy in self.copies]  # the last one issued a window ago: landed
         self.copies, self.averaged = [], 0
         self.trials += 1
-        self.trial_start = self.routed - 1 + settings.every
+        self.trial_start = self.routed - 1 + self.every
         costs = self._costs()
         known = costs is not None
         params = [0.0] * 5 if costs is None else [costs.score_per_sample, costs.train_per_sample,
@@ -212,14 +216,14 @@ class AutoController:
         tail = values[SUMS * windows :]
         if tail[0] < world or any(row[1] <= 0 for row in sums) or steps <= 0:
             self._record(step, "whole batches: a trial window measured nothing or nothing was timed yet; next "
-                               f"trial in {settings.every} batches")  # fmt: skip
+                               f"trial in {self.every} batches")  # fmt: skip
             return
         costs = CostTable(*(v / world for v in tail[1:]))
         self.tau = tau_from_sums(total, squares, count)
         batch = max(1, round(count / steps))  # samples per SB step
         levels = [row[0] / row[1] for row in sums]
         # the average holds the states after settle .. span - 1 of the window's steps: its time in windows
-        middle = (settings.settle + (settings.window - 1) / 2) / self._span()
+        middle = (self.settle + (self.window - 1) / 2) / self._span()
         keeps = self.keeps
         per_batch = [costs.train(batch)] + [
             costs.score(batch) + costs.train(keep_count(k, batch)) + costs.overhead for k in keeps

@@ -87,6 +87,8 @@ class SelectionEngine:
         lazy_columns: bool = False,
     ) -> None:
         settings = as_auto(keep)
+        if settings is not None:
+            settings = keep = settings.sized()  # sizes the front end did not set: those of a run of unknown length
         keep, keep_given = _options.check_engine_options(model, keep, schedule, batch_size, drop_last)
         self.model = model
         self.schedule = schedule if schedule is not None else Schedule()

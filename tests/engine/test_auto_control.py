@@ -98,7 +98,7 @@ def trial_sizes(keep: float = 0.25) -> list[int]:
         ("z", -1.0, r"Auto.z got -1.0: pass a finite number >= 0"),
         ("margin", math.inf, r"Auto.margin got inf"),
         ("window", 0, r"Auto.window must be an int >= 1, got 0"),
-        ("settle", -1, r"Auto.settle must be an int >= 0, got -1"),
+        ("settle", 0, r"Auto.settle must be an int >= 1, got 0"),
         ("cycles", 1.5, r"Auto.cycles must be an int >= 1, got 1.5"),
         ("warmup", True, r"Auto.warmup must be an int >= 0, got True"),
         ("every", 0, r"Auto.every must be an int >= 1, got 0"),
@@ -120,8 +120,20 @@ def test_settings_type_errors_and_the_trial_length():
     assert Auto().trial_batches == 12 * 32 and settings().trial_batches == 8 * 6
 
 
+def test_sbloader_sizes_the_trials_to_the_epoch():
+    # 12 loader batches per epoch (the digits suite): windows of 2 + 2, a trial within 4 epochs, re-trials 8 apart
+    sized = SBLoader(batches(12), Planted(), planted_loss, keep="auto").engine.controller.settings
+    assert sized == Auto(window=2, settle=2, warmup=12, every=96)
+    assert Auto().sized(391) == Auto(window=16, settle=16, warmup=64, every=1024)  # MNIST-1D at batch 256
+    assert Auto().sized(120) == Auto(window=5, settle=5, warmup=64, every=960)
+    assert Auto(window=3).sized(12) == Auto(window=3, settle=2, warmup=12, every=96)  # a size given stays
+    with pytest.raises(ValueError, match="epoch must be the loader batches per epoch, an int >= 1, or None; got 0"):
+        Auto().sized(0)
+
+
 def test_auto_string_is_the_default_settings_and_a_fixed_keep_has_no_controller():
-    assert SelectionEngine(OracleModel([1.0]), ce, keep="auto").controller.settings == Auto()
+    assert SelectionEngine(OracleModel([1.0]), ce, keep="auto").controller.settings == Auto().sized()
+    assert Auto().sized() == Auto(window=16, settle=16, warmup=64, every=1024)  # a stream's sizes
     assert SelectionEngine(OracleModel([1.0]), ce, keep=0.5).controller is None
 
 
@@ -329,7 +341,7 @@ def test_no_sync_per_step_with_keep_auto():
         for batch in epoch:
             counter.host.update((id(v), v) for v in batch.values())
     for pooled in ({"batch_size": 8}, {}):
-        auto = Auto(keeps=(0.5,), window=1, settle=0, cycles=1, warmup=1, every=2, costs=FE)
+        auto = Auto(keeps=(0.5,), window=1, settle=1, cycles=1, warmup=1, every=2, costs=FE)
         sb = SBLoader([], OracleModel(LOSSES), ce, keep=auto, generator=1, **pooled)
         steps = 0
         for epoch in epochs:
@@ -343,7 +355,7 @@ def test_no_sync_per_step_with_keep_auto():
                         break
                     steps += 1
                     assert counter.calls == [], f"step {steps}: {counter.calls}"
-        assert steps > 8 and sb.stats.auto_trials >= 2
+        assert steps > 8 and sb.stats.auto_trials >= 1
 
 
 # ----------------------------------------------------------------------------------------------- distributed
@@ -374,7 +386,7 @@ def test_transformers_trainer_passes_keep_auto_through(tmp_path):
     pytest.importorskip("transformers")
     from tests.integrations.test_transformers import BATCH, make_trainer
 
-    auto = Auto(keeps=(0.5,), window=1, settle=0, cycles=1, warmup=1, every=2, costs=FE)
+    auto = Auto(keeps=(0.5,), window=1, settle=1, cycles=1, warmup=1, every=2, costs=FE)
     trainer = make_trainer(tmp_path, sb_options={"keep": auto})
     trainer.train()
     stats = trainer.sb.stats
