@@ -36,6 +36,11 @@ def one_cycle(progress: float, max_lr: float, pct_start: float = 0.3) -> float:
     return final + (max_lr - final) * (1 + math.cos(math.pi * q)) / 2
 
 
+def constant(progress: float, lr: float) -> float:
+    """A constant LR (a recipe without a schedule), in ``one_cycle``'s signature."""
+    return lr
+
+
 def user_optimizer(recipe: dict) -> Callable[[torch.nn.Module], torch.optim.Optimizer]:
     """The recipe's optimizer factory, ``make(model) -> AdamW`` (the one every run trains with; the convention of
     ``sbdata.advise(make_optimizer=)`` and the examples)."""
@@ -70,6 +75,9 @@ def train_run(
     clock: Any = time.perf_counter,
     inspect: Callable[[Any, float], dict[str, Any]] | None = None,
     inspect_at: Sequence[float] = (),
+    schedule: Callable[[float, float], float] = one_cycle,
+    build_model: Callable[[], torch.nn.Module] | None = None,
+    recipe: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train one arm for ``epochs`` (an annealed run of that budget) and return its JSON record.
 
@@ -86,10 +94,14 @@ def train_run(
             each share of training in ``inspect_at`` (0: before the first step); its seconds are excluded, like
             the evaluations'; what it returns is recorded under ``"inspections"`` with ``at`` and ``progress``.
         inspect_at: shares of training in [0, 1), ascending.
+        schedule: ``schedule(progress, lr) -> lr`` at each step; the one-cycle shape by default (``constant``: none).
+        build_model: the model's constructor; ``MODELS[family]`` by default (a benchmark's own model).
+        recipe: ``lr``, ``weight_decay`` and ``batch``; ``RECIPES[family]`` by default.
     """
-    recipe = {**RECIPES[family], **getattr(arm, "recipe", {})}  # an arm may tune batch and LR (pruning arms)
+    base = RECIPES[family] if recipe is None else recipe
+    recipe = {**base, **getattr(arm, "recipe", {})}  # an arm may tune batch and LR (pruning arms)
     torch.manual_seed(seed)
-    model = MODELS[family]()
+    model = (MODELS[family] if build_model is None else build_model)()
     optimizer = user_optimizer(recipe)(model)
     setup = clock()
     batches, probe = arm.build(model, split, family=family, batch=recipe["batch"], epochs=epochs, seed=seed)
@@ -111,7 +123,7 @@ def train_run(
                 inspections.append({"at": at, "progress": round(progress, 4), **inspect(model, progress)})
                 started = clock()
             for group in optimizer.param_groups:
-                group["lr"] = one_cycle((consumed - 1) / total, recipe["lr"])
+                group["lr"] = schedule((consumed - 1) / total, recipe["lr"])
             model.train()
             weigh = getattr(probe, "weights", None)  # a pruning sampler's rescaling, or importance weights (* n)
             if probe.observe:

@@ -222,7 +222,7 @@ def test_calibration_smoke(tmp_path):
 BENCHMARKS = ROOT / "benchmarks"
 FOLDERS = {
     "time_to_accuracy", "throughput", "overhead", "lm", "auto", "pruning", "cache_timing", "streaming", "gpu",
-    "calibration",
+    "calibration", "digits",
 }  # fmt: skip
 
 

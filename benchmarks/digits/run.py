@@ -1,0 +1,98 @@
+"""A suite nobody tuned on: scikit-learn's 8x8 digits, a small CNN, the user's recipe against selection and auto.
+
+Exact commands (from the repository root, with ``pip install -e ".[bench]"``, which brings scikit-learn):
+
+    python -m benchmarks digits                       # 3 seeds, every arm, the report -> results/digits/main
+    python -m benchmarks digits --seeds 0,1,2,3,4     # 5 seeds (a rerun continues: recorded runs are kept)
+    python -m benchmarks digits report                # the table again from the recorded runs
+    python -m benchmarks digits --smoke --out /tmp/digits   # seconds; what CI runs (tests/benchmarks/test_digits.py)
+
+The suite (``arms.py``): ``load_digits`` (1,797 images, offline) scaled to [0, 1], a stratified 80/20 split
+(``random_state=0``), a small CNN with BatchNorm and dropout, batch 128, AdamW (lr 1e-3 constant, default weight
+decay), 25 epochs (12 loader batches an epoch, 300 in all); ``torch.manual_seed(seed)`` before the model and the
+loader are built, the loader shuffling with a generator seeded by the seed and the epoch. Arms: the user's recipe,
+top-k at keep 0.25 and 0.5, random at 0.25, plain training at batch 32 (the small-batch control) and
+``keep="auto"`` with every default, each selection arm through ``SBLoader(train_loader, model, F.cross_entropy,
+keep=..., policy=...)``. Test accuracy is evaluated 50 times a run (evenly in loader progress; evaluations are not
+timed); seconds are this thread's CPU seconds of training alone (another benchmark may share the machine), torch on
+one thread and the allocator pinned (``harness/timing.py``). Runs go through the harness's one run loop (per seed,
+every arm in turn, rotating), each appended to ``<out>/runs.jsonl`` as it ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from benchmarks.harness.records import machine, results_dir
+from benchmarks.harness.runs import Job, run_loop
+from benchmarks.harness.timing import cpu_clock, rotated, setup
+from benchmarks.harness.train import constant, train_run
+
+from .arms import RECIPE, DigitsArm, arms, digits, model
+
+RESULTS = results_dir("digits") / "main"  # benchmarks/results/<benchmark>/<suite>/
+EPOCHS, EVALS, SEEDS = 25, 50, (0, 1, 2)
+SMOKE_EPOCHS, SMOKE_EVALS, SMOKE_SEEDS = 2, 8, (0, 1)
+
+
+def run(out: Path, seeds: tuple[int, ...], epochs: int, evals: int, info: dict) -> list[dict]:
+    """Every (seed, arm) not yet in ``out/runs.jsonl``, per seed every arm in turn (rotating); returns all records."""
+    data = digits()
+
+    def job(arm: DigitsArm, seed: int) -> Job:
+        def train() -> dict:
+            record = train_run(
+                data, arm, family="digits", epochs=epochs, seed=seed, evals=evals, clock=cpu_clock,
+                schedule=constant, build_model=model, recipe=RECIPE,
+            )  # fmt: skip
+            record.update(suite="digits", samples=len(data.y_train), time=time.time(), load=os.getloadavg())
+            return record
+
+        return Job((arm.name, seed), train)
+
+    def jobs() -> Iterator[Job]:
+        for seed in seeds:
+            for arm in rotated(arms(), seed):
+                yield job(arm, seed)
+
+    def line(r: dict) -> None:
+        print(f"digits seed={r['seed']} {r['arm']:<12} acc={r['accuracy']:.4f} s={r['seconds']:.2f}", flush=True)
+
+    out.mkdir(parents=True, exist_ok=True)
+    records = run_loop(jobs(), out / "runs.jsonl", lambda r: (r["arm"], r["seed"]), log=line)
+    (out / "machine.json").write_text(
+        json.dumps({**machine(), **info, "suite": "digits", "load_after": os.getloadavg()}, indent=2)
+    )
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the digits suite and/or its report (see the module docstring); returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks digits", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("stage", nargs="?", default="all", choices=["all", "run", "report"])
+    parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default results/digits/main)")
+    parser.add_argument("--seeds", help="comma-separated seeds (default 0,1,2)")
+    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2 epochs, 8 evaluations, seeds 0 and 1")
+    args = parser.parse_args(argv)
+    epochs, evals, seeds = (SMOKE_EPOCHS, SMOKE_EVALS, SMOKE_SEEDS) if args.smoke else (EPOCHS, EVALS, SEEDS)
+    if args.seeds:
+        seeds = tuple(int(s) for s in args.seeds.split(","))
+    if args.stage in ("all", "run"):
+        info = setup()
+        run(args.out, seeds, epochs, evals, {**info, "load_before": os.getloadavg()})  # type: ignore[arg-type]
+    if args.stage in ("all", "report"):
+        from .report import report
+
+        report(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
