@@ -7,7 +7,7 @@ Wrap a loader so that it yields only the samples that still teach the model some
 API: the names in ``__all__`` below (every public class and function, importable from here), the front-end modules
 ``sbdata.nodes`` (the torchdata stage ``SBSelector``) and ``sbdata.wds`` (the WebDataset stage ``sb_select``), and
 the surfaces (``__all__``) of the folders: ``sbdata.policies`` (the policy contract, the built-in policies, the
-sampling helpers and ``POLICIES``), ``sbdata.auto`` (``Auto`` and the gain estimate as pure functions),
+sampling helpers and ``POLICIES``), ``sbdata.auto`` (``Auto``, the trials and the gain estimate as pure functions),
 ``sbdata.distributed`` (``Lockstep`` and the collectives), ``sbdata.pruning`` (``PruningSampler`` and its rules),
 ``sbdata.tasks`` (``causal_lm``, ``sequence_classification``, ``token_classification``, ``pad_right``) and
 ``sbdata.integrations.lightning``, ``.accelerate`` and ``.transformers``. The lower layers' surfaces

@@ -6,6 +6,8 @@ Exact commands (from the repository root; the recorded run's time is in benchmar
     python -m benchmarks auto run cnn100k [--worker I/N]   # one suite (cnn100k, mlp100k, noisy100k)
     python -m benchmarks auto timing                  # cheap when off: auto (off, probes included) vs a plain loop
     python -m benchmarks auto lm [--jobs 2]           # the LM suite's arms (harness/lm_suite.py, tuned recipe reused)
+    python -m benchmarks auto lm --arms baseline,auto --worker 0/1 --out benchmarks/results/auto/trials
+                                                      # keep="auto"'s trials against the baseline (issue 28)
     python -m benchmarks auto report                  # tables, targets, plot -> benchmarks/results/auto/report
     python -m benchmarks auto all --smoke --jobs 1 --out /tmp/auto   # seconds; what CI runs
 
@@ -110,22 +112,30 @@ def lm_plan(smoke: bool) -> lm_suite.Plan:
     return replace(lm_suite.Plan(), arm_names=LM_ARMS, fractions=(1.0,))
 
 
-def run_lm(out: Path, jobs: int, smoke: bool, worker: tuple[int, int] | None = None) -> None:
+def run_lm(
+    out: Path, jobs: int, smoke: bool, worker: tuple[int, int] | None = None, only: list[str] | None = None
+) -> None:
     """The language-model suite's arms (``harness/lm_suite.py``, shared with the LM benchmark), both regimes, 3
     seeds, at the tuned baseline's FE; the LM benchmark's recorded tuning grid is reused (the smoke run tunes anew).
-    With ``worker``, this process runs its share; else ``jobs`` worker processes of this benchmark run it."""
+    With ``worker``, this process runs its share; else ``jobs`` worker processes of this benchmark run it. ``only``:
+    these arms alone."""
     folder = out / "lm"
     folder.mkdir(parents=True, exist_ok=True)
     plan = lm_plan(smoke)
+    if only:
+        unknown = sorted(set(only) - set(plan.arm_names))
+        if unknown:
+            raise SystemExit(f"--arms: unknown LM arm(s) {unknown}; the LM arms are {list(plan.arm_names)}")
+        plan = replace(plan, arm_names=tuple(name for name in plan.arm_names if name in only))
+    if not smoke and not (folder / "tune.jsonl").exists():
+        (folder / "tune.jsonl").write_text(LM_TUNING.read_text())
     if worker is not None or smoke:
         if smoke:  # the grid (its rounds), then the runs, in this process
             for round_ in range(plan.widen + 1):
                 lm_suite.stage("tune", plan, folder, (0, 1), round_)
         lm_suite.stage("run", plan, folder, worker or (0, 1))
         return
-    if not (folder / "tune.jsonl").exists():
-        (folder / "tune.jsonl").write_text(LM_TUNING.read_text())
-    common = ["--out", str(out)]
+    common = ["--out", str(out), *(["--arms", ",".join(only)] if only else [])]
     procs = [
         subprocess.Popen([sys.executable, "-m", "benchmarks", "auto", "lm", "--worker", f"{i}/{jobs}", *common])
         for i in range(jobs)
@@ -156,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default benchmarks/results/auto)")
     parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 2 epochs, one seed")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes for 'all' (default 2)")
-    parser.add_argument("--arms", help="'run' only: comma-separated arm names to run (default: every arm)")
+    parser.add_argument("--arms", help="'run' and 'lm': comma-separated arm names to run (default: every arm)")
     parser.add_argument("--worker", help="I/N: run every N-th run from the I-th (default 0/1; 'lm': its N workers)")
     args = parser.parse_args(argv)
     worker = None if args.worker is None else tuple(int(v) for v in args.worker.split("/"))
@@ -176,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         report(args.out)
         return 0
     if args.stage == "lm":
-        run_lm(args.out, args.jobs, args.smoke, worker)  # type: ignore[arg-type]
+        only = args.arms.split(",") if args.arms else None
+        run_lm(args.out, args.jobs, args.smoke, worker, only)  # type: ignore[arg-type]
         return 0
     info = setup()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
-"""``advise``: the gain estimate on a few measured steps of the user's own model, before training."""
+"""``advise``: what selection and a smaller batch can do, priced as a range from a few measured steps of the user's
+own model."""
 
 from sbdata.advice._advise import Advice, advise
 

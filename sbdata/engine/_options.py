@@ -67,8 +67,9 @@ class EngineOptions(TypedDict, total=False):
 
     Attributes:
         keep: share of each SB batch to keep, in (0, 1]. Default 0.5. For ``"history"`` it sets
-            ``beta = 1/keep - 1``. ``"auto"`` (or ``sbdata.Auto(...)`` for its settings) selects only while the
-            online gain estimate predicts a speed-up, with the share that maximises it (``docs/method_card.md``).
+            ``beta = 1/keep - 1``. ``"auto"`` (or ``sbdata.Auto(...)`` for its settings) selects only where a
+            trial on the live run measures more progress per second than whole batches, at the share that
+            measured best (``docs/method_card.md``).
         policy: ``"topk"``, ``"rank"``, ``"random"``, ``"history"``, ``"importance"`` or a
             :class:`~sbdata.SelectionPolicy`. Default ``"topk"``.
         schedule: a :class:`~sbdata.Schedule`; None selects on every batch. Default None.
