@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.records import read_jsonl
-from benchmarks.harness.stats import curve, mean, reach, sd
+from benchmarks.harness.stats import curve, mean, reach, sd, seconds_to
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "auto" / "trials"
 SUITES = ("mlp100k", "cnn100k", "noisy100k")
@@ -54,7 +54,12 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
             "seconds_mean": mean([s["seconds"] for s in seeds]),
             "to_user_mean": mean([s["to_user"] for s in seeds]) if reached else None,
             "speedup_mean": mean([s["speedup"] for s in seeds]) if reached else None,
+            "reached": sum(s["to_user"] is not None for s in seeds),
         }
+        # report.py's convention, for a number where a seed never reaches: the seed-mean curve to the user's mean
+        # final accuracy, against the user's mean seconds
+        to_mean = seconds_to(runs, mean([u["accuracy"] for u in users.values()]))
+        row["speedup_mean_curve"] = None if to_mean is None else mean([u["seconds"] for u in users.values()]) / to_mean
         if "auto" in runs[0]:
             row["auto"] = [
                 {
@@ -119,12 +124,14 @@ def table(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     if meta:
         lines += [f"Date: {meta.get('date', '?')}. Branch/commit: {meta.get('commit', '?')}.", ""]
         lines += ["Commands (one after the other, each alone on the machine's 2 cores):", "", "```"]
-        lines += meta.get("commands", []) + ["```", ""]
+        lines += [*meta.get("commands", []), "```", ""]
         lines += [f"Load averages (1/5/15 min): start {meta.get('load_start', '?')}, end {meta.get('load_end', '?')}"
-                  " (another engineer's test run may have used a core; seconds are thread CPU seconds).", ""]  # fmt: skip
+                  " (seconds are thread CPU seconds).", ""]  # fmt: skip
     lines += [
         "Time to accuracy: seconds at which the run's test curve (8 evaluations, linear between) first reaches the "
-        "same seed's user final accuracy; speed-up = the user's seconds / that. Means: over seeds 0-2.",
+        "same seed's user final accuracy; speed-up = the user's seconds (whole run) / that. Means: over seeds 0-2 (a "
+        "seed that never reaches makes the mean 'never'); 'mean-curve': report.py's convention (the seed-mean curve "
+        "to the user's mean final accuracy, over the user's mean seconds).",
         "",
     ]
     for name, suite in summary["suites"].items():
@@ -134,9 +141,12 @@ def table(summary: dict[str, Any], meta: dict[str, Any]) -> str:
             for seed in row["seeds"]:
                 lines.append(f"| {arm} | {seed['seed']} | {pct(seed['accuracy'])} | {seed['seconds']:.1f} | "
                              f"{s(seed['to_user'])} | {x(seed['speedup'])} |")  # fmt: skip
+            n = len(row["seeds"])
+            partial = "" if row["reached"] == n else f" ({row['reached']}/{n} seeds reach)"
             lines.append(f"| **{arm}** | mean | **{pct(row['accuracy_mean'])}** ± {pct(row['accuracy_sd'])} | "
                          f"**{row['seconds_mean']:.1f}** | **{s(row['to_user_mean'])}** | "
-                         f"**{x(row['speedup_mean'])}** |")  # fmt: skip
+                         f"**{x(row['speedup_mean'])}**{partial}; "
+                         f"mean-curve {x(row['speedup_mean_curve'])} |")  # fmt: skip
         auto = suite["arms"].get("auto-topk")
         if auto is not None:
             lines += ["", f"auto-topk: on-share {100 * auto['on_share_mean']:.1f}% (mean), trial share "
