@@ -1,0 +1,189 @@
+"""Tables of the ``keep="auto"`` trials measurement (MNIST-1D suites, arms user, topk-0.25, random-0.25, auto-topk).
+
+Regenerate (from the repository root): ``python -m benchmarks.auto.trials_table [--out DIR]`` (default
+``benchmarks/results/auto/trials``). Reads ``<out>/<suite>/runs.jsonl`` and ``<out>/meta.json`` (the commands, date,
+load averages and the written reading), writes ``<out>/table.md`` and ``<out>/summary.json``.
+
+Per seed: final accuracy, thread CPU seconds, seconds to the same seed's user final accuracy (first crossing of the
+run's test curve, linear between its 8 evaluations: ``report.py``'s ``reach``/``curve``), and the speed-up = the
+user's seconds (its whole run) / the arm's seconds to that accuracy. Seed means average the per-seed numbers (a
+seed that never reaches makes the mean "never"). Targets: on mlp100k and cnn100k, auto-topk's mean speed-up at
+least 0.87x topk-0.25's; on noisy100k, auto-topk's mean final accuracy at least the user's minus one user seed sd,
+and its mean speed-up at least 0.95.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness.records import read_jsonl
+from benchmarks.harness.stats import curve, mean, reach, sd, seconds_to
+
+OUT = Path(__file__).resolve().parents[1] / "results" / "auto" / "trials"
+SUITES = ("mlp100k", "cnn100k", "noisy100k")
+ARMS = ("user", "topk-0.25", "random-0.25", "auto-topk")
+CAPTURE = 0.87  # auto's speed-up at least this share of top-k 0.25's (mlp100k, cnn100k)
+NO_LOSS = 0.95  # auto's speed-up at least this on noisy100k
+
+
+def per_seed(run: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
+    to, _ = reach(curve(run), user["accuracy"])
+    return {
+        "seed": run["seed"],
+        "accuracy": run["accuracy"],
+        "seconds": run["seconds"],
+        "to_user": to,
+        "speedup": None if to is None else user["seconds"] / to,
+    }
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    users = {r["seed"]: r for r in records if r["arm"] == "user"}
+    out: dict[str, Any] = {"user_accuracy_sd": sd([r["accuracy"] for r in users.values()]), "arms": {}}
+    for arm in [a for a in ARMS if any(r["arm"] == a for r in records)]:
+        runs = sorted((r for r in records if r["arm"] == arm and r["seed"] in users), key=lambda r: r["seed"])
+        seeds = [per_seed(r, users[r["seed"]]) for r in runs]
+        reached = all(s["to_user"] is not None for s in seeds)
+        row: dict[str, Any] = {
+            "seeds": seeds,
+            "accuracy_mean": mean([s["accuracy"] for s in seeds]),
+            "accuracy_sd": sd([s["accuracy"] for s in seeds]),
+            "seconds_mean": mean([s["seconds"] for s in seeds]),
+            "to_user_mean": mean([s["to_user"] for s in seeds]) if reached else None,
+            "speedup_mean": mean([s["speedup"] for s in seeds]) if reached else None,
+            "reached": sum(s["to_user"] is not None for s in seeds),
+        }
+        # report.py's convention, for a number where a seed never reaches: the seed-mean curve to the user's mean
+        # final accuracy, against the user's mean seconds
+        to_mean = seconds_to(runs, mean([u["accuracy"] for u in users.values()]))
+        row["speedup_mean_curve"] = None if to_mean is None else mean([u["seconds"] for u in users.values()]) / to_mean
+        if "auto" in runs[0]:
+            row["auto"] = [
+                {
+                    "seed": r["seed"],
+                    "on_share": r["auto"]["on_share"],
+                    "trials": r["auto"]["trials"],
+                    "trial_share": r["auto"]["trial_share"],
+                    "history": r["auto"]["history"],
+                    "reason": r["auto"]["reason"],
+                    "steps": r["steps"],
+                }
+                for r in runs
+            ]
+            row["on_share_mean"] = mean([a["on_share"] for a in row["auto"]])
+            row["trial_share_mean"] = mean([a["trial_share"] for a in row["auto"]])
+        out["arms"][arm] = row
+    return out
+
+
+def targets(name: str, suite: dict[str, Any]) -> list[str]:
+    arms = suite["arms"]
+    auto, topk, user = arms.get("auto-topk"), arms.get("topk-0.25"), arms.get("user")
+    if auto is None or user is None:
+        return []
+    a = auto["speedup_mean"]
+    if name in ("mlp100k", "cnn100k") and topk is not None:
+        t = topk["speedup_mean"]
+        if a is None or t is None:
+            verdict = "missed" if a is None else "met"
+            detail = f"auto-topk {x(a)}, topk-0.25 {x(t)}"
+        else:
+            verdict = "met" if a >= CAPTURE * t else "missed"
+            detail = f"auto-topk {a:.2f}x vs topk-0.25 {t:.2f}x: ratio {a / t:.2f} (target >= {CAPTURE})"
+        return [f"{name}: auto captures top-k's win: **{verdict}** ({detail})"]
+    if name == "noisy100k":
+        floor = user["accuracy_mean"] - suite["user_accuracy_sd"]
+        acc_ok = auto["accuracy_mean"] >= floor
+        speed_ok = a is not None and a >= NO_LOSS
+        return [
+            f"{name}: auto's final accuracy no worse than user - 1 sd: **{'met' if acc_ok else 'missed'}** "
+            f"(auto-topk {pct(auto['accuracy_mean'])}, floor {pct(floor)} = user {pct(user['accuracy_mean'])} - sd "
+            f"{pct(suite['user_accuracy_sd'])})",
+            f"{name}: auto's speed-up >= {NO_LOSS}: **{'met' if speed_ok else 'missed'}** (auto-topk {x(a)})",
+        ]
+    return []
+
+
+def pct(v: float) -> str:
+    return f"{100 * v:.2f}%"
+
+
+def x(v: float | None) -> str:
+    return "never" if v is None else f"{v:.2f}x"
+
+
+def s(v: float | None) -> str:
+    return "never" if v is None else f"{v:.1f}"
+
+
+def table(summary: dict[str, Any], meta: dict[str, Any]) -> str:
+    lines = ["# keep='auto' by trials on the live run: MNIST-1D suites", ""]
+    if meta:
+        lines += [f"Date: {meta.get('date', '?')}. Branch/commit: {meta.get('commit', '?')}.", ""]
+        lines += ["Commands (one after the other, each alone on the machine's 2 cores):", "", "```"]
+        lines += [*meta.get("commands", []), "```", ""]
+        lines += [f"Load averages (1/5/15 min): start {meta.get('load_start', '?')}, end {meta.get('load_end', '?')}"
+                  " (seconds are thread CPU seconds).", ""]  # fmt: skip
+    lines += [
+        "Time to accuracy: seconds at which the run's test curve (8 evaluations, linear between) first reaches the "
+        "same seed's user final accuracy; speed-up = the user's seconds (whole run) / that. Means: over seeds 0-2 (a "
+        "seed that never reaches makes the mean 'never'); 'mean-curve': report.py's convention (the seed-mean curve "
+        "to the user's mean final accuracy, over the user's mean seconds).",
+        "",
+    ]
+    for name, suite in summary["suites"].items():
+        lines += [f"## {name}", "", "| arm | seed | accuracy | seconds | s to user's acc | speed-up |",
+                  "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+        for arm, row in suite["arms"].items():
+            for seed in row["seeds"]:
+                lines.append(f"| {arm} | {seed['seed']} | {pct(seed['accuracy'])} | {seed['seconds']:.1f} | "
+                             f"{s(seed['to_user'])} | {x(seed['speedup'])} |")  # fmt: skip
+            n = len(row["seeds"])
+            partial = "" if row["reached"] == n else f" ({row['reached']}/{n} seeds reach)"
+            lines.append(f"| **{arm}** | mean | **{pct(row['accuracy_mean'])}** ± {pct(row['accuracy_sd'])} | "
+                         f"**{row['seconds_mean']:.1f}** | **{s(row['to_user_mean'])}** | "
+                         f"**{x(row['speedup_mean'])}**{partial}; "
+                         f"mean-curve {x(row['speedup_mean_curve'])} |")  # fmt: skip
+        auto = suite["arms"].get("auto-topk")
+        if auto is not None:
+            lines += ["", f"auto-topk: on-share {100 * auto['on_share_mean']:.1f}% (mean), trial share "
+                      f"{100 * auto['trial_share_mean']:.1f}% (mean)", "",
+                      "| seed | steps | on-share | trials | trial share | decisions (step: on/off keep, measured "
+                      "speed-up) |", "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+            for a in auto["auto"]:
+                decisions = "; ".join(
+                    f"{int(d[0])}: {'ON' if d[1] else 'off'} {d[2]:g} {'n/a' if d[4] != d[4] else f'{d[4]:.2f}x'}"
+                    for d in a["history"]
+                )
+                lines.append(f"| {a['seed']} | {a['steps']} | {100 * a['on_share']:.1f}% | {a['trials']} | "
+                             f"{100 * a['trial_share']:.1f}% | {decisions} |")  # fmt: skip
+            lines += ["", "Last reason per seed:"]
+            lines += [f"- seed {a['seed']}: {a['reason']}" for a in auto["auto"]]
+        lines.append("")
+    lines += ["## Targets", ""] + [f"- {t}" for t in summary["targets"]] + [""]
+    if meta.get("reading"):
+        lines += ["## Reading", "", meta["reading"], ""]
+    if meta.get("notes"):
+        lines += ["## Notes", ""] + [f"- {n}" for n in meta["notes"]] + [""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    suites = {name: read_jsonl(args.out / name / "runs.jsonl") for name in SUITES}
+    summary: dict[str, Any] = {"suites": {n: summarize(r) for n, r in suites.items() if r}}
+    summary["targets"] = [t for n, suite in summary["suites"].items() for t in targets(n, suite)]
+    meta_path = args.out / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    (args.out / "table.md").write_text(table(summary, meta))
+    print(table(summary, meta))
+
+
+if __name__ == "__main__":
+    main()
