@@ -168,33 +168,29 @@ def table(s: dict[str, Any], records: list[dict[str, Any]]) -> str:
 
 
 def trialled(auto: dict[str, Any], records: list[dict[str, Any]]) -> str:
-    """Whether ``keep="auto"`` trialled, from its runs' statistics and ``Auto()``'s defaults, and what that means for
-    the targets."""
-    settings = Auto()
-    batches = max(r["steps"] for r in records if r["arm"] == "auto")  # shrink layout: one step per loader batch
-    need = settings.warmup + settings.trial_batches
+    """Whether ``keep="auto"`` trialled, from its runs' statistics and ``Auto()``'s sizes for this suite's epoch
+    (``SBLoader`` sizes the trials to ``len(loader)``: :meth:`Auto.sized`), and what that means for the targets."""
+    runs = [r for r in records if r["arm"] == "auto"]
+    batches = max(r["steps"] for r in runs)  # shrink layout: one step per loader batch
+    epoch = batches // max(r["epochs"] for r in runs)
+    settings = Auto().sized(epoch)
+    assert settings.warmup is not None and settings.settle is not None and settings.window is not None
+    trial = (settings.settle + settings.window) * settings.cycles * 2 * (len(settings.keeps) + 1)
+    need = settings.warmup + trial + settings.settle + settings.window
     trials = sorted({p["trials"] for p in auto["per_seed"]})
     shares = [p["trial_share"] for p in auto["per_seed"]]
-    on = max(p["on_share"] for p in auto["per_seed"])
+    on = [p["on_share"] for p in auto["per_seed"]]
+    sizes = (
+        f"with {epoch} loader batches an epoch the trials are sized to windows of settle {settings.settle} + window "
+        f"{settings.window}, warmup {settings.warmup}, re-trials every {settings.every} batches; the first decision "
+        f"comes at batch {need} of {batches}"
+    )
     if max(trials) > 0:
         return (
-            f"**Did auto trial?** Yes: {trials} trial(s) finished per run (on-share up to {on:.2f}); a trial needs "
-            f"{settings.warmup} + {settings.trial_batches} = {need} loader batches and a run has {batches}."
+            f"**Did auto trial?** Yes: {trials} trial(s) per run ({sizes}); trial share "
+            f"{100 * mean(shares):.0f}% of the batches, on-share {min(on):.2f}-{max(on):.2f} across seeds."
         )
-    return (
-        f"**Did auto trial?** It started one trial on every seed but never finished it: a run has {batches} loader "
-        f"batches, and with its defaults a trial starts after warmup={settings.warmup} batches and takes "
-        f"{settings.trial_batches} ({settings.cycles} palindromes of plain, keep {settings.keeps} and back, windows "
-        f"of settle {settings.settle} + window {settings.window} batches), so the first verdict would come at batch "
-        f"{need}. stats.auto_trials is 0 and stats.auto_reason empty on every seed: auto made no decision. Its "
-        f"run is {settings.warmup} plain batches and then trial windows ({100 * mean(shares):.0f}% of the batches, "
-        "plain and top-k at 0.25 and 0.5 in turn): what it measures here is the unfinished trial's training, not a "
-        "decision. So the targets are read as follows: 'no worse than the user's by more than one sd' and "
-        "'speed-up >= 0.95' test whether the trial windows cost the user anything (they are training, not "
-        "discarded work); '>= 0.87x the best fixed arm's' cannot be met by a decision in a run this short, since no "
-        f"decision exists before batch {need}: where a fixed arm wins, auto gets only what its trial's "
-        "selection windows happen to contribute."
-    )
+    return f"**Did auto trial?** No decision was taken: {sizes}."
 
 
 def report(out: Path) -> dict[str, Any]:

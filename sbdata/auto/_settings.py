@@ -31,7 +31,7 @@ SIZED = ("window", "settle", "warmup", "every")  # None: sized from the run (Aut
 class Auto:
     """Settings of ``keep="auto"`` (``"auto"`` is ``Auto()``; the same defaults for every policy and task).
 
-    With the defaults and an epoch of 384 loader batches or more (or a stream), a trial is 12 windows of 16 + 16
+    With the defaults and an epoch of 310 loader batches or more (or a stream), a trial is 12 windows of 16 + 16
     loader batches (384 batches; a third of them plain training), starting after 64 batches; re-trials start 1024
     batches after each decision. :class:`~sbdata.SBLoader` sizes shorter epochs down (:meth:`sized`). Every batch of a
     trial window after its first ``settle`` is measured before it is trained on: in selection windows in the
@@ -41,7 +41,7 @@ class Auto:
     Attributes:
         keeps: the shares trialled against plain training, each in (0, 1). Default (0.25, 0.5).
         window: loader batches per trial window over which progress is measured, an int >= 1. Default None:
-            sized from the run (:meth:`sized`), 16 for an epoch of 384 loader batches or more.
+            sized from the run (:meth:`sized`), 16 for an epoch of 310 loader batches or more.
         settle: loader batches at the start of each trial window (the switch's transient); the previous window's
             averaged model is measured on them, before they are trained on. An int >= 1. Default None: as
             ``window``.
@@ -95,7 +95,7 @@ class Auto:
 
     def sized(self, epoch: int | None = None) -> Auto:
         """These settings with every None replaced for a run of ``epoch`` loader batches per epoch (None: not known,
-        as for a stream): ``window`` and ``settle`` ``round(epoch / 24)`` within [2, 16] (16 when not known),
+        as for a stream): ``window`` and ``settle`` ``round(epoch / 20)`` within [2, 16] (16 when not known),
         ``warmup`` ``min(64, epoch)``, ``every`` ``min(1024, 8 epoch)``. A trial is then about 1.5 epochs of a long
         epoch and 4 of a short one (12 windows of 2 + 2 batches), so a short run still decides within a few epochs.
 
@@ -104,7 +104,7 @@ class Auto:
         """
         if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1):
             raise ValueError(f"epoch must be the loader batches per epoch, an int >= 1, or None; got {epoch!r}")
-        span = 16 if epoch is None else min(16, max(2, round(epoch / 24)))
+        span = 16 if epoch is None else min(16, max(2, round(epoch / 20)))
         return replace(
             self,
             window=span if self.window is None else self.window,

@@ -124,8 +124,8 @@ def test_sbloader_sizes_the_trials_to_the_epoch():
     # 12 loader batches per epoch (the digits suite): windows of 2 + 2, a trial within 4 epochs, re-trials 8 apart
     sized = SBLoader(batches(12), Planted(), planted_loss, keep="auto").engine.controller.settings
     assert sized == Auto(window=2, settle=2, warmup=12, every=96)
-    assert Auto().sized(391) == Auto(window=16, settle=16, warmup=64, every=1024)  # MNIST-1D at batch 256
-    assert Auto().sized(120) == Auto(window=5, settle=5, warmup=64, every=960)
+    assert Auto().sized(313) == Auto(window=16, settle=16, warmup=64, every=1024)  # MNIST-1D 80k at batch 256
+    assert Auto().sized(120) == Auto(window=6, settle=6, warmup=64, every=960)
     assert Auto(window=3).sized(12) == Auto(window=3, settle=2, warmup=12, every=96)  # a size given stays
     with pytest.raises(ValueError, match="epoch must be the loader batches per epoch, an int >= 1, or None; got 0"):
         Auto().sized(0)
