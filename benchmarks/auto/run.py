@@ -222,7 +222,7 @@ def timing(out: Path, *, smoke: bool = False, info: dict[str, Any] | None = None
         "auto (off)": Stepper(batches, Auto(costs=OFF, warmup=NEVER)),
         "auto importance-gradnorm (off)": Stepper(batches, Auto(costs=OFF, warmup=NEVER), **weighted),
     }
-    rounds = 3 if smoke else ROUNDS
+    rounds, warmup = (1, 1) if smoke else (ROUNDS, WARMUP)  # smoke: one measured round, every arm's code run
 
     def block(stepper: Stepper) -> Callable[[int], float]:
         def run(_: int) -> float:
@@ -234,7 +234,7 @@ def timing(out: Path, *, smoke: bool = False, info: dict[str, Any] | None = None
         return run
 
     blocks = {name: block(stepper) for name, stepper in arms.items()}
-    seconds: dict[str, list[float]] = interleaved(blocks, rounds, warmup=WARMUP, order=alternated)
+    seconds: dict[str, list[float]] = interleaved(blocks, rounds, warmup=warmup, order=alternated)
     medians = {name: statistics.median(values) for name, values in seconds.items()}
     stats = arms["auto (off)"].source.stats
     plain = seconds["plain loop"]

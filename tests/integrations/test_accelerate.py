@@ -71,24 +71,35 @@ def test_wrap_prepares_the_loader_and_refuses_an_sbloader():
         wrap(accelerator, SBLoader(loader, model, F.cross_entropy), model, F.cross_entropy)
 
 
-def run_readme_setup(out, nproc, generator):
-    """The README's set-up (``Accelerator(cpu=True)``, a shuffled DataLoader), saved mid-epoch and resumed in a
-    fresh launch: returns each rank's (uninterrupted, resumed) reports."""
-    flags = ["--generator"] if generator else []
+def run_readme_setup(out, nproc):
+    """The README's set-up (``Accelerator(cpu=True)``, a shuffled DataLoader), without and with ``generator=``,
+    saved mid-epoch and resumed in a fresh launch (one launch per phase runs both set-ups): by set-up (``shuffle``,
+    ``generator``), each rank's (uninterrupted, resumed) reports."""
     for phase in ("full", "resume"):
-        run_job([str(JOBS / "accelerate_readme_job.py"), "--out", str(out), "--phase", phase, *flags], nproc=nproc)
-    return [
-        (json.loads((out / f"full_rank{r}.json").read_text()), json.loads((out / f"resume_rank{r}.json").read_text()))
-        for r in range(nproc)
-    ]
+        job = [str(JOBS / "accelerate_readme_job.py"), "--out", str(out), "--phase", phase]
+        run_job([*job, "--configs", "shuffle", "generator"], nproc=nproc)
+    return {
+        config: [
+            tuple(json.loads((out / config / f"{phase}_rank{r}.json").read_text()) for phase in ("full", "resume"))
+            for r in range(nproc)
+        ]
+        for config in ("shuffle", "generator")
+    }
+
+
+@pytest.fixture(scope="module")
+def readme_setup_in_two_processes(tmp_path_factory):
+    return run_readme_setup(tmp_path_factory.mktemp("readme2"), 2)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("generator", [False, True], ids=["shuffle", "shuffle+generator"])
-def test_readme_setup_in_two_processes_resumes_exactly_without_a_warning(tmp_path, generator):
+def test_readme_setup_in_two_processes_resumes_exactly_without_a_warning(readme_setup_in_two_processes, generator):
     """Accelerate seeds the shuffling sampler of a sharded loader itself (and wraps the batch sampler in its
     BatchSamplerShard), so the order is replayable with or without generator=: no warning, and an exact resume."""
-    for full, resumed in run_readme_setup(tmp_path, 2, generator):
+    runs = readme_setup_in_two_processes["generator" if generator else "shuffle"]
+    assert len(runs) == 2
+    for full, resumed in runs:
         assert len(full["after_save"]) == 2  # 4 batches per rank and epoch; saved after batch 1 of epoch 1
         assert resumed["after_save"] == full["after_save"]  # the same ids in every batch after the save
         assert resumed["weights"] == full["weights"]  # bit for bit
@@ -100,8 +111,10 @@ def test_readme_setup_in_two_processes_resumes_exactly_without_a_warning(tmp_pat
 def test_readme_setup_in_one_process_resumes_exactly_without_a_generator(tmp_path):
     """In one process prepare leaves the DataLoader's RandomSampler unseeded (the global RNG would draw each epoch's
     order): wrap gives it a generator, so the resume is exact with or without generator=, and nothing warns."""
-    for name, generator in (("plain", False), ("seeded", True)):
-        [(full, resumed)] = run_readme_setup(tmp_path / name, 1, generator=generator)
+    runs = run_readme_setup(tmp_path, 1)
+    for name in ("shuffle", "generator"):
+        [(full, resumed)] = runs[name]
+        assert len(full["after_save"]) == 6  # 8 batches per epoch; saved after batch 1 of epoch 1
         assert resumed["after_save"] == full["after_save"] and resumed["weights"] == full["weights"]
         assert full["warnings"] == [] and resumed["warnings"] == []
 

@@ -21,25 +21,17 @@ def reports(out, phase, world):
     return [json.loads((out / f"{phase}_rank{rank}.json").read_text()) for rank in range(world)]
 
 
-def resume_matches(out, step, world, *extra):
-    run_job(
-        [
-            JOB,
-            "--out",
-            str(out),
-            "--devices",
-            str(world),
-            "--phase",
-            "resume",
-            "--ckpt",
-            str(out / "ckpt" / f"step={step}.ckpt"),
-            *extra,
-        ]
-    )
-    for full, resumed in zip(reports(out, "full", world), reports(out, "resume", world), strict=True):
-        assert resumed["batches"] == full["batches"][step:]  # one optimizer step per batch: step = batches done
-        assert resumed["steps"] == full["steps"]
-        assert resumed["fit_warnings"] == []
+def resume_matches(out, steps, world, *extra):
+    """Resume from the checkpoint of each of ``steps`` (in one launch: on one device, the job resumes from each in
+    turn, afresh) and check each resumed run against the uninterrupted one."""
+    checkpoints = [str(out / "ckpt" / f"step={step}.ckpt") for step in steps]
+    run_job([JOB, "--out", str(out), "--devices", str(world), "--phase", "resume", "--ckpt", *checkpoints, *extra])
+    for step in steps:
+        resumed_reports = reports(out, f"resume_step={step}", world)
+        for full, resumed in zip(reports(out, "full", world), resumed_reports, strict=True):
+            assert resumed["batches"] == full["batches"][step:]  # one optimizer step per batch: step = batches done
+            assert resumed["steps"] == full["steps"]
+            assert resumed["fit_warnings"] == []
 
 
 @pytest.mark.multiprocess
@@ -51,8 +43,8 @@ def test_one_process_resumes_exactly_mid_epoch_and_at_an_epoch_end(tmp_path):
     assert all(len(ids) == 4 for _, ids in full["batches"])  # keep=0.5 of 8
     assert full["fit_warnings"] == [] and full["plain_sbloader_warned"] == []  # no prefetch, no read-ahead
     assert full["logged"] == ["sb/backprop_fraction", "sb/mean_loss_dropped", "sb/mean_loss_kept", "sb/sb_steps"]
-    resume_matches(tmp_path, 10, 1, "--no-shuffle")  # 2 batches into epoch 1 (8 per epoch)
-    resume_matches(tmp_path, 8, 1, "--no-shuffle")  # saved after the last batch of epoch 0
+    # 2 batches into epoch 1 (8 per epoch), and saved after the last batch of epoch 0
+    resume_matches(tmp_path, [10, 8], 1, "--no-shuffle")
 
 
 @pytest.mark.multiprocess
@@ -69,7 +61,7 @@ def test_two_process_ddp_shards_reshuffles_and_resumes_per_rank(tmp_path):
     for epoch in range(2):
         kept = [i for report in ranks for e, ids in report["batches"] if e == epoch for i in ids]
         assert len(kept) == len(set(kept)) == 32  # disjoint across ranks
-    resume_matches(tmp_path, 6, 2)  # 2 batches into epoch 1 (4 per rank per epoch)
+    resume_matches(tmp_path, [6], 2)  # 2 batches into epoch 1 (4 per rank per epoch)
 
 
 class Tiny(pl.LightningModule):

@@ -1,8 +1,10 @@
 """A Lightning training job for the tests, on one CPU process or several (Lightning's own DDP launcher).
 
 ``--phase full`` trains two epochs through ``SBDataModule`` and checkpoints every two optimizer steps;
-``--phase resume --ckpt PATH`` fits afresh from a checkpoint. Each rank writes ``{phase}_rank{r}.json`` to
-``--out``: the sample ids of each trained batch with its epoch, the samples each epoch read, and the warnings seen.
+``--phase resume --ckpt PATH`` fits afresh from a checkpoint (a fresh seed, module, Trainer and data module: on one
+device, ``--ckpt PATH PATH ...`` resumes from each in turn, one launch for several checkpoints). Each rank writes
+``{phase}_rank{r}.json`` to ``--out`` (a resume ``resume_{checkpoint name}_rank{r}.json``): the sample ids of each
+trained batch with its epoch, the samples each epoch read, and the warnings seen.
 """
 
 from __future__ import annotations
@@ -70,10 +72,17 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--devices", type=int, default=1)
     parser.add_argument("--phase", choices=["full", "resume"], default="full")
-    parser.add_argument("--ckpt", default=None)
+    parser.add_argument("--ckpt", nargs="+", default=[None], help="resume: the checkpoints, in turn (one device)")
     parser.add_argument("--no-shuffle", action="store_true", help="one process resumes exactly only without shuffle")
     args = parser.parse_args()
-    out = Path(args.out)
+    if len(args.ckpt) > 1 and args.devices > 1:
+        parser.error("several --ckpt resume in turn on one device only (Lightning's DDP launcher runs one fit)")
+    for ckpt in args.ckpt:
+        fit(args, Path(args.out), ckpt)
+
+
+def fit(args: argparse.Namespace, out: Path, ckpt: str | None) -> None:
+    """One fit, from the start or from ``ckpt``, as a fresh launch builds it; writes this rank's report."""
     pl.seed_everything(0, verbose=False)
     module = Module()
     checkpoints = ModelCheckpoint(dirpath=out / "ckpt", every_n_train_steps=2, save_top_k=-1, filename="{step}")
@@ -91,7 +100,7 @@ def main() -> None:
     datamodule = SBDataModule(Data(shuffle=not args.no_shuffle), F.cross_entropy, keep=0.5)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        trainer.fit(module, datamodule=datamodule, ckpt_path=args.ckpt)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt)
     sb = trainer.train_dataloader
     report = {
         "rank": trainer.global_rank,
@@ -103,7 +112,8 @@ def main() -> None:
         "fit_warnings": [str(w.message) for w in record if "sbdata" in str(w.message)],
         "logged": sorted(key for key in trainer.callback_metrics if key.startswith("sb/")),
     }
-    (out / f"{args.phase}_rank{trainer.global_rank}.json").write_text(json.dumps(report))
+    phase = args.phase if ckpt is None else f"resume_{Path(ckpt).stem}"
+    (out / f"{phase}_rank{trainer.global_rank}.json").write_text(json.dumps(report))
 
 
 if __name__ == "__main__":
