@@ -101,6 +101,7 @@ class AutoController:
         self.sums = torch.zeros(SUMS, dtype=torch.float64, device=device)  # the part being measured
         self.copies: list[HostCopy] = []  # the trial's measured windows' sums, on their way to the host
         self.trials = 0
+        self.offs = 0  # consecutive trials that chose whole batches: the next one waits every * 2 ** (offs - 1)
         self.on_steps = self.off_steps = self.trial_steps = 0
         self.decisions: list[list[float]] = []  # [step, on, keep, tau, speedup] per decision
         self.reason = ""
@@ -200,7 +201,7 @@ class AutoController:
         rows = [copy.value().tolist() for copy in self.copies]  # the last one issued a window ago: landed
         self.copies, self.averaged = [], 0
         self.trials += 1
-        self.trial_start = self.routed - 1 + self.every
+        self.trial_start = self.routed - 1 + self.every  # rescheduled below once the verdict is known
         costs = self._costs()
         known = costs is not None
         params = [0.0] * 5 if costs is None else [costs.score_per_sample, costs.train_per_sample,
@@ -231,13 +232,18 @@ class AutoController:
         result = verdict(fit_progress(levels, self.order, len(keeps), middle), per_batch, keeps, z=settings.z,
                          margin=settings.margin)  # fmt: skip
         self.on = result.arm > 0
+        # a verdict of whole batches doubles the wait for the next trial (trials where selection hurts cost
+        # quality as well as seconds: their total stays a logarithmic share of a long run); selection resets it
+        self.offs = 0 if self.on else self.offs + 1
+        gap = self.every * 2 ** max(0, self.offs - 1)
+        self.trial_start = self.routed - 1 + gap
         chosen = result.arm - 1 if self.on else max(range(len(keeps)), key=lambda i: result.contrasts[i])
         self.keep = keeps[chosen]
         self.speedup = result.speedups[chosen]
         self.score_share = score_share(self.keep, batch, costs)
         self.predicted = shrink_speedup(self.tau, self.keep, batch, costs)
         self._record(step, f"{result.reason}; the variance model predicted {self.predicted:.2f}x at keep "
-                           f"{self.keep:g} (tau {self.tau:.2f})")  # fmt: skip
+                           f"{self.keep:g} (tau {self.tau:.2f}); next trial in {gap} batches")  # fmt: skip
 
     def _record(self, step: int, reason: str) -> None:
         decision = [float(step), float(self.on), self.keep, self.tau, self.speedup]
@@ -270,7 +276,7 @@ class AutoController:
         return {
             "on": self.on, "keep": self.keep, "tau": self.tau, "speedup": self.speedup,
             "score_share": self.score_share, "predicted": self.predicted,
-            "routed": self.routed, "trial_start": self.trial_start, "trials": self.trials,
+            "routed": self.routed, "trial_start": self.trial_start, "trials": self.trials, "offs": self.offs,
             "sums": self.sums.clone(), "windows": windows,
             "shadow": None if self.shadow is None else {k: v.clone() for k, v in self.shadow.state_dict().items()},
             "averaged": self.averaged,
