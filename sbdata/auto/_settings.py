@@ -48,8 +48,8 @@ class Auto:
         cycles: palindromes per trial (each ``2 (len(keeps) + 1)`` windows), an int >= 1. Default 2.
         warmup: loader batches of plain training before the first trial, an int >= 0. Default None: 64, or one
             epoch if shorter.
-        every: loader batches between a decision and the next trial, an int >= 1; after each further decision for
-            whole batches in a row the wait doubles (``every * 2 ** (n - 1)`` after the ``n``-th), which bounds what
+        every: loader batches between a decision for selection and the next trial (the exit test), an int >= 1;
+            after the ``n``-th decision for whole batches in a row the wait is ``every * 2 ** n``, which bounds what
             trials cost where selection hurts. Default None: 1024, or 8 epochs if shorter.
         z: standard errors by which the measured speed-up must clear ``1 + margin``, >= 0. Default 1.0.
         margin: see ``z``, >= 0. Default 0.05.

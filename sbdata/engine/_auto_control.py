@@ -101,7 +101,7 @@ class AutoController:
         self.sums = torch.zeros(SUMS, dtype=torch.float64, device=device)  # the part being measured
         self.copies: list[HostCopy] = []  # the trial's measured windows' sums, on their way to the host
         self.trials = 0
-        self.offs = 0  # consecutive trials that chose whole batches: the next one waits every * 2 ** (offs - 1)
+        self.offs = 0  # consecutive trials that chose whole batches: the next one waits every * 2 ** offs
         self.on_steps = self.off_steps = self.trial_steps = 0
         self.decisions: list[list[float]] = []  # [step, on, keep, tau, speedup] per decision
         self.reason = ""
@@ -232,10 +232,11 @@ class AutoController:
         result = verdict(fit_progress(levels, self.order, len(keeps), middle), per_batch, keeps, z=settings.z,
                          margin=settings.margin)  # fmt: skip
         self.on = result.arm > 0
-        # a verdict of whole batches doubles the wait for the next trial (trials where selection hurts cost
-        # quality as well as seconds: their total stays a logarithmic share of a long run); selection resets it
+        # each verdict for whole batches in a row doubles the wait for the next trial (trials where selection
+        # hurts cost quality as well as seconds: their total stays a logarithmic share of a long run); selection
+        # resets it to every, the exit test's pace
         self.offs = 0 if self.on else self.offs + 1
-        gap = self.every * 2 ** max(0, self.offs - 1)
+        gap = self.every * 2**self.offs
         self.trial_start = self.routed - 1 + gap
         chosen = result.arm - 1 if self.on else max(range(len(keeps)), key=lambda i: result.contrasts[i])
         self.keep = keeps[chosen]

@@ -212,13 +212,13 @@ def test_retrials_recheck_the_decision():
     assert sb.stats.auto_trials >= 2
 
 
-def test_each_further_verdict_for_whole_batches_doubles_the_wait():
+def test_each_verdict_for_whole_batches_in_a_row_doubles_the_wait():
     model = Planted()
     sb = SBLoader(batches(300), model, planted_loss, keep=settings(every=10))
     sizes = train(sb, model, plain=0.01, selected=-0.01)  # selection always undoes progress
     steps = [step for step, *_ in sb.stats.auto_decisions]
-    # trial n + 1 starts 10, 10, 20, 40 batches after decision n; a trial decides 54 batches after it starts
-    assert steps == [DECISION, DECISION + 10 + 54, DECISION + 10 + 54 + 20 + 54, DECISION + 10 + 54 + 20 + 54 + 40 + 54]
+    # trial n + 1 starts 20, 40, 80 batches after decision n; a trial decides 54 batches after it starts
+    assert steps == [DECISION, DECISION + 20 + 54, DECISION + 20 + 54 + 40 + 54]
     assert all(on == 0.0 for _, on, *_ in sb.stats.auto_decisions)
     assert sb.stats.auto_reason.endswith("next trial in 80 batches") and len(sizes) == 300
 
