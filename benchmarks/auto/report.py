@@ -66,6 +66,7 @@ def suite_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
             decisions = [d for r in runs for d in r["auto"]["history"]]
             on = [d[4] for d in decisions if d[1]]
             rows[name]["on_share"] = mean([r["auto"]["on_share"] for r in runs])
+            rows[name]["trial_share"] = mean([r["auto"].get("trial_share") or 0.0 for r in runs])  # 0: no trials
             rows[name]["predicted_speedup"] = mean(on) if on else 1.0
             rows[name]["measured_speedup"] = None if to_user is None else user_seconds / to_user
             rows[name]["reasons"] = sorted({r["auto"]["reason"] for r in runs if r["auto"]["reason"]})
@@ -141,7 +142,7 @@ def auto_targets(name: str, arm: str, suite: dict[str, Any], timing: dict[str, A
     wall = f"wall: {100 * auto['at_user_seconds']:.2f}% at the user's seconds (floor {100 * floor:.2f}%), the " + (
         f"user's accuracy in {'never' if to_user is None else f'{to_user:.2f}x'}"
     )
-    if auto["same_as_user"] and auto["on_share"] == 0 and timing is not None:
+    if auto["same_as_user"] and auto["on_share"] == 0 and auto.get("trial_share", 0) == 0 and timing is not None:
         # stayed off and trained exactly as the user's recipe: its seconds are the user's times the per-step cost of
         # being off, which the interleaved timing measures (per-run wall seconds vary by +-15% here)
         ratio = timing["ratio"]

@@ -215,7 +215,7 @@ def timing(out: Path, *, smoke: bool = False, info: dict[str, Any] | None = None
     data = dataset(4096 if smoke else 20_000)
     x, y = data.x_train, data.y_train
     batches = [(x[i : i + 256], y[i : i + 256]) for i in range(0, len(x) - 255, 256)]
-    auto = Auto()
+    auto = Auto().sized()  # a stream's sizes: those the stepper gets (its batches are a list of unknown epoch)
     weighted = {"policy": "importance", "score": "gradnorm", "return_weights": True}
     arms = {
         "plain loop": Stepper(batches, None),

@@ -1,8 +1,10 @@
 """Tables of the ``keep="auto"`` trials measurement (MNIST-1D suites, arms user, topk-0.25, random-0.25, auto-topk).
 
-Regenerate (from the repository root): ``python -m benchmarks.auto.trials_table [--out DIR]`` (default
-``benchmarks/results/auto/trials``). Reads ``<out>/<suite>/runs.jsonl`` and ``<out>/meta.json`` (the commands, date,
-load averages and the written reading), writes ``<out>/table.md`` and ``<out>/summary.json``.
+Regenerate (from the repository root): ``python -m benchmarks.auto.trials_table [--results DIR]`` (default
+``benchmarks/results/auto``). Reads ``<results>/trials-<suite>/runs.jsonl`` (the MNIST-1D suites and ``lm``, the
+runs' folders as ``python -m benchmarks auto run|lm ... --out <results>/trials-runs`` leaves them, moved one level up
+into the one results layout) and the ``meta`` of ``<results>/trials/summary.json`` (the commands, date, load
+averages and the written reading, kept on a rerun), writes ``<results>/trials/table.md`` and ``summary.json``.
 
 Per seed: final accuracy, thread CPU seconds, seconds to the same seed's user final accuracy (first crossing of the
 run's test curve, linear between its 8 evaluations: ``report.py``'s ``reach``/``curve``), and the speed-up = the
@@ -15,6 +17,7 @@ and its mean speed-up at least 0.95.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -22,8 +25,9 @@ from typing import Any
 from benchmarks.harness.records import read_jsonl
 from benchmarks.harness.stats import curve, mean, reach, sd, seconds_to
 
-OUT = Path(__file__).resolve().parents[1] / "results" / "auto" / "trials"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "auto"
 SUITES = ("mlp100k", "cnn100k", "noisy100k")
+LM_ARMS = ("baseline", "auto")
 ARMS = ("user", "topk-0.25", "random-0.25", "auto-topk")
 CAPTURE = 0.87  # auto's speed-up at least this share of top-k 0.25's (mlp100k, cnn100k)
 NO_LOSS = 0.95  # auto's speed-up at least this on noisy100k
@@ -171,18 +175,96 @@ def table(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def lm_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per regime: each arm's final nats/byte per seed and mean +- sd, seconds, and auto's speed-up to the
+    baseline's final loss of the same seed (the baseline's seconds over auto's first crossing, linear between the
+    curve's evaluations; 'never' if it does not get there)."""
+    out: dict[str, Any] = {}
+    for regime in sorted({r["regime"] for r in records}):
+        runs = [r for r in records if r["regime"] == regime]
+        base = {r["seed"]: r for r in runs if r["arm"] == "baseline"}
+        rows: dict[str, Any] = {}
+        for arm in LM_ARMS:
+            mine = sorted((r for r in runs if r["arm"] == arm), key=lambda r: r["seed"])
+            if not mine:
+                continue
+            speed = []
+            for run in mine:
+                ref = base.get(run["seed"])
+                at = None if ref is None else _first_below(run["curve"], ref["val_loss"])
+                speed.append(None if at is None or ref is None else ref["seconds"] / at)
+            losses = [r["val_loss"] for r in mine]
+            rows[arm] = {
+                "seeds": [r["seed"] for r in mine], "val_loss": losses, "mean": mean(losses),
+                "sd": sd(losses) if len(losses) > 1 else 0.0, "seconds": [r["seconds"] for r in mine],
+                "speedup": speed,
+                "auto": [r.get("auto") for r in mine],
+            }  # fmt: skip
+        out[regime] = rows
+    return out
+
+
+def _first_below(points: list[dict[str, Any]], target: float) -> float | None:
+    """Seconds at which the curve's val_loss first reaches ``target`` (linear between evaluations)."""
+    for before, after in itertools.pairwise(points):
+        if after["val_loss"] <= target:
+            if before["val_loss"] == after["val_loss"]:
+                return after["seconds"]
+            share = (before["val_loss"] - target) / (before["val_loss"] - after["val_loss"])
+            return before["seconds"] + max(0.0, min(1.0, share)) * (after["seconds"] - before["seconds"])
+    return None
+
+
+def lm_lines(lm: dict[str, Any]) -> list[str]:
+    lines = ["## lm (nats/byte, lower is better)", "",
+             "| regime | arm | val loss per seed | mean +- sd | seconds | speed-up to the baseline's loss |",
+             "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for regime, rows in lm.items():
+        for arm, row in rows.items():
+            losses = " / ".join(f"{v:.4f}" for v in row["val_loss"])
+            speed = " / ".join("never" if v is None else f"{v:.2f}x" for v in row["speedup"])
+            seconds = " / ".join(f"{v:.1f}" for v in row["seconds"])
+            lines.append(
+                f"| {regime} | {arm} | {losses} | {row['mean']:.4f} +- {row['sd']:.4f} | {seconds} | {speed} |"
+            )
+    lines.append("")
+    for regime, rows in lm.items():
+        if "auto" in rows and "baseline" in rows:
+            auto, base = rows["auto"], rows["baseline"]
+            floor = base["mean"] + base["sd"]
+            reached = [v for v in auto["speedup"] if v is not None]
+            ok = auto["mean"] <= floor and len(reached) == len(auto["speedup"]) and mean(reached) >= NO_LOSS
+            lines.append(
+                f"- {regime}: auto {auto['mean']:.4f} against the baseline's {base['mean']:.4f} + 1 sd = {floor:.4f}; "
+                f"speed-up {' / '.join('never' if v is None else f'{v:.2f}x' for v in auto['speedup'])}: never loses "
+                f"(no worse than one sd, speed-up >= {NO_LOSS}): {'met' if ok else 'missed'}"
+            )
+            for a in auto["auto"]:
+                if a:
+                    lines.append(f"  - decisions (step, on, keep): {[(d[0], d[1], d[2]) for d in a['history']]}")
+    return [*lines, ""]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    suites = {name: read_jsonl(args.out / name / "runs.jsonl") for name in SUITES}
+    suites = {name: read_jsonl(args.results / f"trials-{name}" / "runs.jsonl") for name in SUITES}
     summary: dict[str, Any] = {"suites": {n: summarize(r) for n, r in suites.items() if r}}
     summary["targets"] = [t for n, suite in summary["suites"].items() for t in targets(n, suite)]
-    meta_path = args.out / "meta.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
-    (args.out / "table.md").write_text(table(summary, meta))
-    print(table(summary, meta))
+    lm_path = args.results / "trials-lm" / "runs.jsonl"
+    summary["lm"] = lm_summary(read_jsonl(lm_path)) if lm_path.exists() else {}
+    out = args.results / "trials"
+    out.mkdir(parents=True, exist_ok=True)
+    previous = out / "summary.json"
+    meta = json.loads(previous.read_text()).get("meta", {}) if previous.exists() else {}
+    summary["meta"] = meta
+    text = table(summary, meta)
+    if summary["lm"]:
+        text = text.rstrip() + "\n\n" + "\n".join(lm_lines(summary["lm"]))
+    previous.write_text(json.dumps(summary, indent=1))
+    (out / "table.md").write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":

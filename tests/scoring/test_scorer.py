@@ -421,3 +421,29 @@ def test_compiled_model_scores_without_falling_back_to_eager(dynamic):
         assert graphs <= 3, found
     else:  # scoring in 4 bucket sizes + the short batch, training at 2 sizes: under the recompile limit
         assert graphs <= torch._dynamo.config.recompile_limit, found
+
+
+def test_quality_is_accuracy_for_class_logits_and_minus_the_loss_otherwise():
+    import torch.nn.functional as F
+
+    from sbdata.scoring import Scorer
+
+    logits = torch.tensor([[2.0, 0.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 1.0], [5.0, 0.0, 0.0]])
+    targets = torch.tensor([0, 1, 0, 2])
+    model = torch.nn.Identity()
+    scorer = Scorer(F.cross_entropy)
+    assert scorer.quality(model, logits, targets, 4, torch.device("cpu")).tolist() == [1.0, 1.0, 0.0, 0.0]
+    # a sequence (N, T, C) against (N, T): minus the per-sample loss, averaged over the tokens
+    tokens = torch.randn(2, 3, 5)
+    labels = torch.randint(0, 5, (2, 3))
+    seq = Scorer(lambda out, y, reduction="none": F.cross_entropy(out.transpose(1, 2), y, reduction=reduction))
+    expected = -F.cross_entropy(tokens.transpose(1, 2), labels, reduction="none").mean(1)
+    assert torch.allclose(seq.quality(model, tokens, labels, 2, torch.device("cpu")), expected)
+    # regression: minus the loss as well
+    mse = Scorer(F.mse_loss)
+    out = mse.quality(model, torch.tensor([1.0, 2.0]), torch.tensor([1.5, 2.0]), 2, torch.device("cpu"))
+    assert out.tolist() == [-0.25, -0.0]
+    # the pass leaves the model's mode alone
+    net = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Dropout(0.5)).train()
+    scorer.quality(net, torch.randn(4, 3), targets, 4, torch.device("cpu"))
+    assert net.training
