@@ -17,11 +17,13 @@ and its mean speed-up at least 0.95.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness._sb import Auto
 from benchmarks.harness.records import read_jsonl
 from benchmarks.harness.stats import curve, mean, reach, sd, seconds_to
 
@@ -245,6 +247,51 @@ def lm_lines(lm: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def plot_trials(runs_by_suite: dict[str, list[dict[str, Any]]], out: Path) -> Path | None:
+    """One panel per suite: per seed, a band over the run's loader batches, grey where a trial ran, green where
+    selection was on, and each decision's measured speed-up (the chosen share, or the best one while off)."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = {name: [r for r in runs if r.get("auto")] for name, runs in runs_by_suite.items()}
+    panels = {name: runs for name, runs in panels.items() if runs}
+    if not panels:
+        return None
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 1.6 + 0.5 * max(map(len, panels.values()))), squeeze=False)
+    for ax, (name, runs) in zip(axes[:, 0], panels.items(), strict=True):
+        for row, run in enumerate(sorted(runs, key=lambda r: (r.get("regime", ""), r["seed"]))):
+            steps = run["steps"]
+            sized = Auto().sized(max(1, round(steps / max(run.get("epochs_read") or run.get("epochs") or 1, 1e-9))))
+            assert sized.window is not None and sized.settle is not None
+            span = sized.window + sized.settle
+            trial = span * sized.cycles * 2 * (len(sized.keeps) + 1)
+            history = run["auto"]["history"]
+            for at, on, keep, _tau, speedup in history:
+                start = at - span - trial  # the decision lands settle + window batches after the trial's end
+                ax.broken_barh([(start, trial)], (row - 0.4, 0.8), color="0.8")
+                label = "n/a" if speedup != speedup else f"{speedup:.2f}x"
+                ax.text(at, row, f"{'on ' + str(keep) if on else 'off'} {label}", fontsize=7, va="center")
+            ons = [(at, (nxt[0] if nxt else steps) - at) for (at, on, *_), nxt in
+                   zip(history, [*history[1:], None], strict=True) if on]  # fmt: skip
+            ax.broken_barh(ons, (row - 0.25, 0.5), color="tab:green", alpha=0.6)
+            ax.plot([0, steps], [row, row], color="black", lw=0.4)
+        ax.set_yticks(range(len(runs)))
+        ax.set_yticklabels([f"{r.get('regime', '')} seed {r['seed']}".strip() for r in
+                            sorted(runs, key=lambda r: (r.get("regime", ""), r["seed"]))], fontsize=7)  # fmt: skip
+        ax.set_title(f"{name}: keep='auto' trials (grey), selection on (green), each decision's measured speed-up",
+                     fontsize=9)  # fmt: skip
+        ax.set_xlabel("loader batch")
+    fig.tight_layout()
+    path = out / "decisions.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=RESULTS)
@@ -262,6 +309,10 @@ def main(argv: list[str] | None = None) -> None:
     text = table(summary, meta)
     if summary["lm"]:
         text = text.rstrip() + "\n\n" + "\n".join(lm_lines(summary["lm"]))
+    lm_runs = read_jsonl(lm_path) if lm_path.exists() else []
+    plot = plot_trials({**suites, "lm": [r for r in lm_runs if r["arm"] == "auto"]}, out)
+    if plot is not None:
+        text = text.rstrip() + f"\n\nDecisions over training: [{plot.name}]({plot.name}).\n"
     previous.write_text(json.dumps(summary, indent=1))
     (out / "table.md").write_text(text)
     print(text)
