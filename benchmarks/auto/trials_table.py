@@ -2,7 +2,7 @@
 
 Regenerate (from the repository root): ``python -m benchmarks.auto.trials_table [--results DIR]`` (default
 ``benchmarks/results/auto``). Reads ``<results>/trials-<suite>/runs.jsonl`` (the MNIST-1D suites and ``lm``, the
-runs' folders as ``python -m benchmarks auto run|lm ... --out <results>/trials-runs`` leaves them, moved one level up
+runs' folders as ``python -m benchmarks auto run|lm ... --out <results>/trials`` leaves them, moved one level up
 into the one results layout) and the ``meta`` of ``<results>/trials/summary.json`` (the commands, date, load
 averages and the written reading, kept on a rerun), writes ``<results>/trials/table.md`` and ``summary.json``.
 
