@@ -84,8 +84,8 @@ class SBLoader(EngineFront):
             )
         self.loader = loader
         auto = as_auto(options.get("keep"))
-        if auto is not None and isinstance(loader, Sized) and len(loader) > 0:
-            options["keep"] = auto.sized(len(loader))  # trials sized to the epoch (Auto.sized)
+        if auto is not None:  # trials sized to the epoch (Auto.sized); a loader without a length is a stream
+            options["keep"] = auto.sized(_epoch_length(loader))
         self.engine = SelectionEngine(model, loss_fn, **options)
         self._order = SamplerOrder(loader)
         self._stateless = not (
@@ -278,3 +278,15 @@ class SBLoader(EngineFront):
         self._loader_restored = inner is not None
         self._order.load(state.get(self.ORDER_KEY))
         self._order.load_sampler_states(state.get(self.SAMPLERS_KEY))
+
+
+def _epoch_length(loader: Any) -> int | None:
+    """Loader batches per epoch, or None where ``len()`` is missing, raises (a ``DataLoader`` over an
+    ``IterableDataset`` without ``__len__``) or is 0."""
+    if not isinstance(loader, Sized):
+        return None
+    try:
+        length = len(loader)
+    except TypeError:
+        return None
+    return length if length > 0 else None

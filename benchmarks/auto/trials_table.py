@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -207,14 +206,9 @@ def lm_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _first_below(points: list[dict[str, Any]], target: float) -> float | None:
-    """Seconds at which the curve's val_loss first reaches ``target`` (linear between evaluations)."""
-    for before, after in itertools.pairwise(points):
-        if after["val_loss"] <= target:
-            if before["val_loss"] == after["val_loss"]:
-                return after["seconds"]
-            share = (before["val_loss"] - target) / (before["val_loss"] - after["val_loss"])
-            return before["seconds"] + max(0.0, min(1.0, share)) * (after["seconds"] - before["seconds"])
-    return None
+    """Seconds at which the curve's val_loss first reaches ``target`` (``stats.reach`` on minus the loss: linear
+    between evaluations)."""
+    return reach([(p["seconds"], -p["val_loss"]) for p in points], -target)[0]
 
 
 def lm_lines(lm: dict[str, Any]) -> list[str]:
@@ -267,8 +261,7 @@ def plot_trials(runs_by_suite: dict[str, list[dict[str, Any]]], out: Path) -> Pa
             steps = run["steps"]
             sized = Auto().sized(max(1, round(steps / max(run.get("epochs_read") or run.get("epochs") or 1, 1e-9))))
             assert sized.window is not None and sized.settle is not None
-            span = sized.window + sized.settle
-            trial = span * sized.cycles * 2 * (len(sized.keeps) + 1)
+            span, trial = sized.window + sized.settle, sized.trial_batches
             history = run["auto"]["history"]
             for at, on, keep, _tau, speedup in history:
                 start = at - span - trial  # the decision lands settle + window batches after the trial's end

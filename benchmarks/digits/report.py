@@ -175,8 +175,7 @@ def trialled(auto: dict[str, Any], records: list[dict[str, Any]]) -> str:
     epoch = batches // max(r["epochs"] for r in runs)
     settings = Auto().sized(epoch)
     assert settings.warmup is not None and settings.settle is not None and settings.window is not None
-    trial = (settings.settle + settings.window) * settings.cycles * 2 * (len(settings.keeps) + 1)
-    need = settings.warmup + trial + settings.settle + settings.window
+    need = settings.warmup + settings.trial_batches + settings.settle + settings.window
     trials = sorted({p["trials"] for p in auto["per_seed"]})
     shares = [p["trial_share"] for p in auto["per_seed"]]
     on = [p["on_share"] for p in auto["per_seed"]]

@@ -75,19 +75,16 @@ class AutoController:
         settings: the :class:`Auto` settings.
         model: the module the scoring pass calls (its parameters are averaged into the shadow; never written).
         device: the scoring device.
-        batch_size: the pooled output batch size, or None (shrink layout).
-        tracker: the engine's statistics.
         lockstep: the engine's coordinator under ``torch.distributed``, or None.
     """
 
-    def __init__(self, settings: Auto, model: nn.Module, device: torch.device, batch_size: int | None, tracker: Any,
-                 lockstep: Any) -> None:  # fmt: skip
+    def __init__(self, settings: Auto, model: nn.Module, device: torch.device, lockstep: Any) -> None:
         self.settings, self.model, self.device = settings, model, device
         sized = settings.sized()  # an engine built without a length of epoch: the sizes of a stream
         assert sized.window is not None and sized.settle is not None  # sized() leaves no None
         assert sized.warmup is not None and sized.every is not None
         self.window, self.settle, self.warmup, self.every = sized.window, sized.settle, sized.warmup, sized.every
-        self.batch_size, self.tracker, self.lockstep = batch_size, tracker, lockstep
+        self.lockstep = lockstep
         self.meter = None if settings.costs is not None else CostMeter(device, settings.clock)
         self.keeps = tuple(sorted(settings.keeps))  # arm a keeps keeps[a - 1], smallest first
         self.order = trial_order(len(self.keeps), settings.cycles)
@@ -140,15 +137,20 @@ class AutoController:
             return Route(False, self.keep, measure)
         return Route(self.on, self.keep, measure)
 
-    def _average(self, first: bool) -> None:
-        """Add the live parameters to the shadow's running average (start it anew with ``first``)."""
+    def _shadow(self) -> nn.Module:
+        """The shadow, made on first use: a copy of the model, gradients off."""
         if self.shadow is None:
             self.shadow = copy.deepcopy(self.model)
             self.shadow.requires_grad_(False)
+        return self.shadow
+
+    def _average(self, first: bool) -> None:
+        """Add the live parameters to the shadow's running average (start it anew with ``first``)."""
+        shadow = self._shadow()
         self.averaged = 1 if first else self.averaged + 1
         with torch.no_grad():
             live = [p.detach() for p in self.model.parameters()]
-            torch._foreach_lerp_(list(self.shadow.parameters()), live, 1.0 / self.averaged)
+            torch._foreach_lerp_(list(shadow.parameters()), live, 1.0 / self.averaged)
 
     def _freeze(self) -> None:
         if self.shadow is None:
@@ -187,9 +189,6 @@ class AutoController:
         if self.meter is not None:
             self.meter.end_score(n)
         return n
-
-    def observed(self, losses: torch.Tensor) -> None:
-        """Training losses of a yielded batch: trained on already, so they are not a trial's measurement."""
 
     # ----------------------------------------------------------------- trials and decisions
     def _costs(self) -> CostTable | None:
@@ -291,19 +290,13 @@ class AutoController:
         self.on, self.keep = bool(state["on"]), float(state["keep"])
         self.tau, self.speedup = float(state["tau"]), float(state["speedup"])
         self.score_share, self.predicted = float(state["score_share"]), float(state["predicted"])
-        self.routed, self.trial_start, self.trials = (
-            int(state["routed"]),
-            int(state["trial_start"]),
-            int(state["trials"]),
-        )
+        self.routed, self.trial_start = int(state["routed"]), int(state["trial_start"])
+        self.trials, self.offs = int(state["trials"]), int(state["offs"])
         self.sums = state["sums"].to(self.device, torch.float64).clone()
         self.copies = [HostCopy(w.to(self.device, torch.float64)) for w in state["windows"]]
         self.averaged = int(state["averaged"])
         if state["shadow"] is not None:
-            if self.shadow is None:
-                self.shadow = copy.deepcopy(self.model)
-                self.shadow.requires_grad_(False)
-            self.shadow.load_state_dict(state["shadow"])
+            self._shadow().load_state_dict(state["shadow"])
         self.on_steps, self.off_steps, self.trial_steps = (int(v) for v in state["counts"])
         self.decisions = [[float(v) for v in d] for d in state["decisions"]]
         self.reason, self.warned = str(state["reason"]), bool(state["warned"])

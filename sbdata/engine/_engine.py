@@ -131,9 +131,7 @@ class SelectionEngine:
         self.pool = self.emitter.pool
         self.controller: AutoController | None = None
         if settings is not None:
-            self.controller = AutoController(
-                settings, scoring_module(model), self.device, batch_size, self.tracker, self._lockstep
-            )
+            self.controller = AutoController(settings, scoring_module(model), self.device, self._lockstep)
         self._passes = Passes()
         self._intake = Intake(
             model, self.device, self.schedule, self.sb_step, self.emitter, self.tracker, self._passes, self.controller
@@ -340,8 +338,6 @@ class SelectionEngine:
         the device, so nothing synchronises. Samples so observed need no rescoring while fresh.
         """
         self.sb_step.observe(batch, losses, self._intake.cache_time())
-        if self.controller is not None:
-            self.controller.observed(losses.detach())
 
     # ----------------------------------------------------------------- state
     def options(self) -> dict[str, Any]:

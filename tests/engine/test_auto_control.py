@@ -131,6 +131,19 @@ def test_sbloader_sizes_the_trials_to_the_epoch():
         Auto().sized(0)
 
 
+def test_a_loader_without_a_length_gets_a_streams_sizes():
+    class Stream(torch.utils.data.IterableDataset):  # a DataLoader over it has __len__ that raises TypeError
+        def __iter__(self):
+            return iter(zip(torch.randn(64, 4), [i % 3 for i in range(64)], strict=True))
+
+    loader = torch.utils.data.DataLoader(Stream(), batch_size=8)
+    with pytest.raises(TypeError):
+        len(loader)
+    settings_ = SBLoader(loader, nn.Linear(4, 3), torch.nn.functional.cross_entropy, keep="auto").engine.controller
+    assert settings_.settings == Auto().sized()
+    assert SBLoader([], Planted(), planted_loss, keep="auto").engine.controller.settings == Auto().sized()
+
+
 def test_auto_string_is_the_default_settings_and_a_fixed_keep_has_no_controller():
     assert SelectionEngine(OracleModel([1.0]), ce, keep="auto").controller.settings == Auto().sized()
     assert Auto().sized() == Auto(window=16, settle=16, warmup=64, every=1024)  # a stream's sizes
@@ -274,6 +287,26 @@ def test_exact_resume_before_inside_and_after_a_trial():
 
     reference = check_save_load(make, epochs=3, at=[1, 2, 3, 5, 8, 13, 21, 34, 50, 53, 55, 56, 57, 70, 89])
     assert sum(map(len, reference)) == 90
+
+
+def test_exact_resume_across_verdicts_for_whole_batches_keeps_the_doubling_wait():
+    # a model that never moves: every trial chooses whole batches, so trial n + 1 waits 4 * 2**n batches; decisions at
+    # 56, 118 and 188 (the next at 274, past the run), so a state saved between them must carry the run of verdicts
+    def make() -> SBLoader:
+        return SBLoader(batches(30), Planted(), planted_loss, keep=settings(every=4))
+
+    reference = check_save_load(make, epochs=9, at=[57, 100, 119, 150, 189, 230], initial=False)
+    steps = [step for step, *_ in _decisions(make, epochs=9)]
+    assert steps == [56, 118, 188]
+    assert sum(map(len, reference)) == 270
+
+
+def _decisions(make: Callable[[], SBLoader], epochs: int) -> tuple[tuple[float, ...], ...]:
+    sb = make()
+    for _ in range(epochs):
+        for _ in sb:
+            pass
+    return sb.stats.auto_decisions
 
 
 def test_state_loads_weights_only_and_holds_the_trial():
