@@ -6,7 +6,9 @@ import collections
 import os
 import sys
 import warnings
+from collections.abc import Sized
 from types import FrameType
+from typing import Any
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -16,7 +18,7 @@ else:  # pragma: no cover - Python 3.10
 import torch
 from torch import nn
 
-__all__ = ["Unpack", "flush_deferred_warnings", "model_device", "warn_from_user_code"]
+__all__ = ["Unpack", "epoch_length", "flush_deferred_warnings", "model_device", "warn_from_user_code"]
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # Code between sbdata and the user's line: torch (backward, hooks, optimizers), the frameworks that call sbdata
@@ -26,6 +28,18 @@ _LIBRARIES = frozenset(
     | {"webdataset", "threading", "contextlib"}
 )
 _deferred: collections.deque[tuple[str, type[Warning]]] = collections.deque()  # raised where no user frame was
+
+
+def epoch_length(loader: Any) -> int | None:
+    """Loader batches per epoch, or None where ``len()`` is missing, raises (a ``DataLoader`` over an
+    ``IterableDataset`` without ``__len__``) or is 0."""
+    if not isinstance(loader, Sized):
+        return None
+    try:
+        length = len(loader)
+    except TypeError:
+        return None
+    return length if length > 0 else None
 
 
 def model_device(model: nn.Module) -> torch.device:

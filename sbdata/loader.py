@@ -11,7 +11,7 @@ from torch import nn
 import sbdata._front as _front
 import sbdata.distributed as _dist
 from sbdata._front import EngineFront, SamplerOrder
-from sbdata._util import Unpack, warn_from_user_code
+from sbdata._util import Unpack, epoch_length, warn_from_user_code
 from sbdata.auto import as_auto
 from sbdata.engine import EngineOptions, LossFn, SelectionEngine
 
@@ -85,7 +85,7 @@ class SBLoader(EngineFront):
         self.loader = loader
         auto = as_auto(options.get("keep"))
         if auto is not None:  # trials sized to the epoch (Auto.sized); a loader without a length is a stream
-            options["keep"] = auto.sized(_epoch_length(loader))
+            options["keep"] = auto.sized(epoch_length(loader))
         self.engine = SelectionEngine(model, loss_fn, **options)
         self._order = SamplerOrder(loader)
         self._stateless = not (
@@ -278,15 +278,3 @@ class SBLoader(EngineFront):
         self._loader_restored = inner is not None
         self._order.load(state.get(self.ORDER_KEY))
         self._order.load_sampler_states(state.get(self.SAMPLERS_KEY))
-
-
-def _epoch_length(loader: Any) -> int | None:
-    """Loader batches per epoch, or None where ``len()`` is missing, raises (a ``DataLoader`` over an
-    ``IterableDataset`` without ``__len__``) or is 0."""
-    if not isinstance(loader, Sized):
-        return None
-    try:
-        length = len(loader)
-    except TypeError:
-        return None
-    return length if length > 0 else None

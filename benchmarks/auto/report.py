@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,7 @@ def suite_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
             by_seed = {r["seed"]: r["accuracy"] for r in user}
             rows[name]["same_as_user"] = all(by_seed.get(r["seed"]) == r["accuracy"] for r in runs)
             decisions = [d for r in runs for d in r["auto"]["history"]]
-            on = [d[4] for d in decisions if d[1]]
+            on = [d[4] for d in decisions if d[1] and math.isfinite(d[4])]  # NaN: on where plain made no progress
             rows[name]["on_share"] = mean([r["auto"]["on_share"] for r in runs])
             rows[name]["trial_share"] = mean([r["auto"].get("trial_share") or 0.0 for r in runs])  # 0: no trials
             rows[name]["predicted_speedup"] = mean(on) if on else 1.0

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 import sbdata.batch as _batch
-from sbdata._util import model_device
+from sbdata._util import epoch_length, model_device
 from sbdata.auto import CostTable, score_sums, small_batch_speedup, speedup_range, tau_from_sums
 from sbdata.policies import keep_count
 from sbdata.scoring import Scorer, per_sample_loss_fn
@@ -125,7 +125,7 @@ def advise(
             negative ``staleness``, both optimizer arguments, or a loader that ends before ``steps`` batches.
     """
     if steps is None:
-        length = len(loader) if hasattr(loader, "__len__") else None  # type: ignore[arg-type]
+        length = epoch_length(loader)
         steps = 32 if length is None else min(32, length)
         if steps < 4:
             raise ValueError(f"advise needs at least 4 loader batches to measure; this loader has {length}")
@@ -235,7 +235,7 @@ def _advice(
     staleness: int,
     score: str,
 ) -> Advice:
-    per_epoch = len(loader) if hasattr(loader, "__len__") else None
+    per_epoch = epoch_length(loader)
     reuse = staleness / (staleness + 1)
     plain = costs.train(batch)
     rows: list[dict[str, Any]] = [

@@ -70,6 +70,20 @@ def test_default_steps_fit_a_short_loader_and_are_reported():
         advise(loader(table, batches=3), OracleModel(table), ce, costs=FE)
 
 
+def test_a_loader_whose_len_raises_is_measured_as_a_stream():
+    class Stream(torch.utils.data.IterableDataset):  # a DataLoader over it has __len__ that raises TypeError
+        def __iter__(self):
+            return iter(zip(*oracle_batch(range(128)), strict=True))
+
+    table = [1.0] * 128
+    data = torch.utils.data.DataLoader(Stream(), batch_size=16)  # 8 batches, but no length to say so
+    with pytest.raises(ValueError, match="the loader ended after 8 batches: pass steps <= 8"):
+        advise(data, OracleModel(table), ce, costs=FE)  # a stream: the default 32 steps, refused naming the fix
+    advice = advise(data, OracleModel(table), ce, costs=FE, steps=8)
+    assert advice.steps == 8 and advice.batches_per_epoch is None
+    assert all(row["seconds_per_epoch"] is None for row in advice.rows)
+
+
 def test_the_users_optimizer_is_copied_with_its_state_and_left_alone():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
