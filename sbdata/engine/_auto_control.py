@@ -140,7 +140,14 @@ class AutoController:
     def _shadow(self) -> nn.Module:
         """The shadow, made on first use: a copy of the model, gradients off."""
         if self.shadow is None:
-            self.shadow = copy.deepcopy(self.model)
+            try:
+                self.shadow = copy.deepcopy(self.model)
+            except Exception as error:  # a module holding something copy cannot copy (a lock, a file, a C handle)
+                raise RuntimeError(
+                    f"keep='auto' averages the model's parameters in a copy of it for its trials, and "
+                    f"copy.deepcopy({type(self.model).__name__}) failed: {error}. Make the model deep-copyable, or "
+                    "pass a fixed keep= (e.g. keep=0.5)"
+                ) from error
             self.shadow.requires_grad_(False)
         return self.shadow
 

@@ -250,6 +250,16 @@ def test_measurement_has_no_side_effects_on_the_model_or_the_rngs():
     assert sb.stats.samples_scored == 24 * B + 16 * B
 
 
+def test_a_model_that_cannot_be_copied_is_refused_naming_the_fix():
+    class Uncopyable(Planted):
+        def __deepcopy__(self, memo: dict) -> Any:
+            raise TypeError("cannot pickle '_thread.lock' object")
+
+    sb = SBLoader(batches(64), Uncopyable(), planted_loss, keep=settings())
+    with pytest.raises(RuntimeError, match=r"copy.deepcopy\(Uncopyable\) failed: cannot pickle.*pass a fixed keep="):
+        list(sb)
+
+
 def test_composes_with_the_schedule():
     model = Planted()
     sb = SBLoader(batches(140), model, planted_loss, keep=settings(), schedule=Schedule(interrupt=2))
