@@ -11,5 +11,6 @@
 - ``suites``: the MNIST-1D suites (data, arms, budgets); ``stats``: budget curves, reach, equal cost, paired gaps;
 - ``records``: ``runs.jsonl`` / ``machine.json`` / ``summary.json`` / ``table.md`` writers and readers;
 - ``plots``: the suites' plots;
+- ``pruned``: a PruningSampler's epochs as batches, and their probe (pruning, continued);
 - ``_sb``: every name taken from sbdata (one place to follow sbdata's moves).
 """

@@ -64,6 +64,37 @@ def train_epochs(model, batches, epochs: int, recipe: dict, progress=None) -> No
             optimizer.step()
 
 
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, probe: Any, batch: Any) -> None:
+    """One training step on ``batch`` (``(x, y, ...)``), the one every run and every step timing takes: the mean
+    cross-entropy, weighted where the probe has ``weights`` (a pruning sampler's rescaling), its per-sample losses
+    handed to ``probe.loader.observe`` where the probe says ``observe`` (the one line a cache user adds)."""
+    x, y = batch[0], batch[1]
+    model.train()
+    weigh = getattr(probe, "weights", None)
+    if probe.observe:
+        losses = F.cross_entropy(model(x), y, reduction="none")
+        probe.loader.observe(batch, losses)
+        loss = losses.mean() if weigh is None else (weigh(batch) * losses).mean()
+    elif weigh is not None:
+        loss = (weigh(batch) * F.cross_entropy(model(x), y, reduction="none")).mean()
+    else:
+        loss = F.cross_entropy(model(x), y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+
+
+def endless_steps(model: torch.nn.Module, optimizer: torch.optim.Optimizer, probe: Any, batches: Any, epoch: int = 0):
+    """Training steps on ``batches`` epoch after epoch from ``epoch``, yielding after each (:func:`train_step`):
+    the blocks the step timings time."""
+    while True:
+        batches.set_epoch(epoch)
+        for batch in batches:
+            train_step(model, optimizer, probe, batch)
+            yield
+        epoch += 1
+
+
 def train_run(
     split: Data,
     arm: Any,
@@ -113,7 +144,7 @@ def train_run(
         batches.set_epoch(epoch)
         started = clock()
         for batch in batches:  # (x, y), then the clean labels of a noisy run, then ids for a cache
-            x, y = batch[0], batch[1]
+            y = batch[1]
             consumed = probe.consumed(steps)
             while inspect is not None and len(inspections) < len(inspect_at):
                 at, progress = inspect_at[len(inspections)], (consumed - 1) / total
@@ -124,19 +155,7 @@ def train_run(
                 started = clock()
             for group in optimizer.param_groups:
                 group["lr"] = schedule((consumed - 1) / total, recipe["lr"])
-            model.train()
-            weigh = getattr(probe, "weights", None)  # a pruning sampler's rescaling, or importance weights (* n)
-            if probe.observe:
-                losses = F.cross_entropy(model(x), y, reduction="none")
-                probe.loader.observe(batch, losses)  # the one-line change a cache user makes
-                loss = losses.mean() if weigh is None else (weigh(batch) * losses).mean()
-            elif weigh is not None:
-                loss = (weigh(batch) * F.cross_entropy(model(x), y, reduction="none")).mean()
-            else:
-                loss = F.cross_entropy(model(x), y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+            train_step(model, optimizer, probe, batch)
             trained += len(y)
             if split.y_clean is not None:
                 flipped += int((y != batch[2]).sum())

@@ -14,7 +14,6 @@ step's own losses (``observe``); the kept low-loss samples' losses are rescaled 
 
 from __future__ import annotations
 
-import math
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -28,67 +27,8 @@ from benchmarks.harness._sb import LossCache, PruningSampler, SBLoader
 from benchmarks.harness.arms import OwnRecipe, Probe, SamplerObserver
 from benchmarks.harness.data import ShuffledBatches
 from benchmarks.harness.models import MODELS
-
-
-class PrunedBatches:
-    """Batches of tensors in the order a :class:`PruningSampler` gives each epoch (the last field holds the ids).
-
-    Loader progress is counted in full-epoch batches, so an LR schedule keyed to progress ends with the last epoch
-    whatever the pruning did.
-    """
-
-    def __init__(self, tensors: tuple[torch.Tensor, ...], batch_size: int, sampler: PruningSampler) -> None:
-        self.tensors, self.batch_size, self.sampler = tensors, batch_size, sampler
-        self.full_batches = math.ceil(len(tensors[0]) / batch_size)
-        self.epoch, self.yielded, self.epoch_batches = 0, 0, self.full_batches
-        self.loaded: list[int] = []  # samples loaded per epoch
-        self.decision_seconds: list[float] = []
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-        self.sampler.set_epoch(epoch)
-
-    def __len__(self) -> int:
-        return math.ceil(len(self.sampler) / self.batch_size)
-
-    def progress(self) -> float:
-        """Loader progress in full-epoch batches, including the batch just taken."""
-        return self.epoch * self.full_batches + self.yielded * self.full_batches / self.epoch_batches
-
-    def __iter__(self):
-        order = torch.as_tensor(list(self.sampler), dtype=torch.long)
-        self.loaded.append(len(order))
-        self.decision_seconds.append(self.sampler.last_decision_seconds)
-        self.epoch_batches, self.yielded = max(1, math.ceil(len(order) / self.batch_size)), 0
-        for start in range(0, len(order), self.batch_size):
-            index = order[start : start + self.batch_size]
-            self.yielded += 1
-            yield tuple(t[index] for t in self.tensors)
-
-
-class PruneProbe(Probe):
-    """A probe whose progress comes from the pruned epochs, and which weighs and observes losses."""
-
-    def __init__(self, batches: PrunedBatches, sampler: PruningSampler, loader: SBLoader | None, full: int) -> None:
-        super().__init__(full, loader=loader, observe=True)
-        self.batches, self.sampler = batches, sampler
-
-    def consumed(self, steps: int) -> float:  # type: ignore[override]
-        return self.batches.progress()
-
-    def weights(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        return self.sampler.weights(batch[-1])
-
-    def extra(self) -> dict[str, Any]:
-        return {"samples_loaded": self.batches.loaded, "decision_seconds": self.batches.decision_seconds}
-
-
-class _NoScoring(PruneProbe):
-    def scored(self) -> int:
-        return 0
-
-    def reused(self) -> int:
-        return 0
+from benchmarks.harness.pruned import NoScoring, PrunedBatches, PruneProbe
+from benchmarks.harness.train import endless_steps as steps
 
 
 def _inputs_targets(batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -132,7 +72,7 @@ class PruneArm(OwnRecipe):
         )
         source = PrunedBatches(tensors, batch, sampler)
         if self.sb_keep is None:
-            probe = _NoScoring(source, sampler, None, source.full_batches)
+            probe = NoScoring(source, sampler, None, source.full_batches)
             probe.loader = SamplerObserver(sampler)  # type: ignore[assignment]
             return source, probe
         loader = SBLoader(
@@ -177,22 +117,7 @@ def endless_steps(arm: PruneArm, family: str, data, prefill: bool):
     if prefill:  # every loss known: the sampler prunes from its second epoch, a cache of any staleness reuses
         probe.sampler.cache.observe(torch.arange(n), torch.rand(n, generator=torch.Generator().manual_seed(0)), 0)
         epoch = 1
-    while True:
-        batches.set_epoch(epoch)
-        for batch in batches:
-            x, y = batch[0], batch[1]
-            model.train()
-            if getattr(probe, "observe", False):
-                losses = F.cross_entropy(model(x), y, reduction="none")
-                probe.loader.observe(batch, losses)
-                loss = (probe.weights(batch) * losses).mean()
-            else:
-                loss = F.cross_entropy(model(x), y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            yield
-        epoch += 1
+    return steps(model, optimizer, probe, batches, epoch)
 
 
 def step_kinds(family_lr: float, tuned: list[int]) -> dict[str, tuple[PruneArm, bool]]:

@@ -222,7 +222,7 @@ def test_calibration_smoke(tmp_path):
 BENCHMARKS = ROOT / "benchmarks"
 FOLDERS = {
     "time_to_accuracy", "throughput", "overhead", "lm", "auto", "pruning", "cache_timing", "streaming", "gpu",
-    "calibration", "digits",
+    "calibration", "digits", "frontier",
 }  # fmt: skip
 
 
@@ -368,6 +368,7 @@ def test_recorded_results_follow_one_layout():
     logs or marker files; every benchmark's recorded results name the commit they were made at."""
     allowed = {"runs.jsonl", "machine.json", "summary.json", "table.md", "tuned.json", "best.json", "raw.json"}
     allowed |= {"tune.jsonl", "tune_equal_fe.jsonl", "probe_saturating_tune.jsonl", "wall.json"}  # the LM grids
+    allowed |= {"timing.json", "pretrained.json"}  # the frontier suites' step timing and pretrained accuracies
     tracked = subprocess.run(
         ["git", "ls-files", "benchmarks/results"], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout.split()

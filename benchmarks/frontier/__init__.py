@@ -1,0 +1,1 @@
+"""Continued training on data the model mostly knows (issue 30)."""

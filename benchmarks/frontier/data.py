@@ -1,0 +1,173 @@
+"""The frontier suites' data: MNIST-1D from scratch, and the continued-training mix with its pretraining.
+
+**From scratch** (:func:`scratch`): the cached MNIST-1D 20k split (16,000 training, 4,000 test samples), as
+:class:`Mix` with only the mix test set.
+
+**Continued training** (:func:`mix`; :class:`Sizes` for the numbers), cut from the same split:
+
+- domain A, the *old* domain: MNIST-1D as generated; domain B, the *new* one: the same generator's samples reversed
+  in time (``x.flip(-1)``), which the pretrained model mostly misreads;
+- the pretraining set: training samples ``[0, 8000)`` of domain A;
+- the continued *mix* (15,000): those 8,000 again (replay: the very samples the model was trained on, ids 0-7,999),
+  4,000 fresh samples of domain A and 3,000 of domain B (training samples ``[12000, 15000)`` reversed): 80% familiar
+  domain, 20% new;
+- test sets: *mix* (the 4,000 domain-A test samples and the first 1,000 reversed: 80/20, the curve's accuracy),
+  *new* (all 4,000 test samples reversed) and *old* (the 4,000 domain-A test samples; forgetting is the pretrained
+  model's accuracy there minus the continued one's).
+
+**Pretraining** (:func:`pretrain`; not timed; one model per seed, ``torch.manual_seed(1000 + seed)``): the suite's
+model and recipe (batch 256, AdamW, one-cycle) for 10 epochs on the pretraining set, its training step handing the
+per-sample losses to a dense ``LossCache(size=8000)`` (``observe``, stamped with the epoch) as a user with a cache
+does. The model's and the cache's states are saved; every continued run starts from that seed's model, and the
+warm-cache arms carry the cache into the new run with ``LossCache.warm_start(state, id_map=...)`` (the 8,000
+replayed samples keep their ids; fresh and new samples are unknown).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks.harness._sb import LossCache
+from benchmarks.harness.data import Data, ShuffledBatches, mnist1d
+from benchmarks.harness.models import MODELS, RECIPES
+from benchmarks.harness.train import one_cycle
+
+PRETRAIN_EPOCHS = 10
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How many samples each part of the suite takes (see the module docstring)."""
+
+    source: int = 20_000  # the cached MNIST-1D split it is cut from (80% training)
+    pretrain: int = 8_000
+    fresh: int = 4_000
+    new: int = 3_000
+    test_old: int = 4_000
+    test_mix_new: int = 1_000  # reversed test samples in the mix test set (80/20 with test_old)
+
+    @property
+    def mix(self) -> int:
+        return self.pretrain + self.fresh + self.new
+
+    @property
+    def familiar(self) -> float:
+        """Share of the mix from the old domain (replayed or fresh)."""
+        return (self.pretrain + self.fresh) / self.mix
+
+    @property
+    def known(self) -> float:
+        """Share of the mix the pretraining saw (and the warm cache knows)."""
+        return self.pretrain / self.mix
+
+
+SMOKE_SIZES = Sizes(source=2_000, pretrain=600, fresh=300, new=225, test_old=400, test_mix_new=100)
+
+
+def reverse(x: torch.Tensor) -> torch.Tensor:
+    """Domain B: the signal reversed in time."""
+    return x.flip(-1).contiguous()
+
+
+@dataclass
+class Mix(Data):
+    """The continued mix as the harness's ``Data`` (its test set the mix test set), plus the pretraining set, the
+    separate test sets and the per-seed pretrained states."""
+
+    x_pre: torch.Tensor = field(default_factory=lambda: torch.empty(0))
+    y_pre: torch.Tensor = field(default_factory=lambda: torch.empty(0))
+    x_old: torch.Tensor = field(default_factory=lambda: torch.empty(0))
+    y_old: torch.Tensor = field(default_factory=lambda: torch.empty(0))
+    x_new: torch.Tensor = field(default_factory=lambda: torch.empty(0))
+    y_new: torch.Tensor = field(default_factory=lambda: torch.empty(0))
+    sizes: Sizes = field(default_factory=Sizes)
+    pretrained_dir: Path | None = None
+
+    def pretrained(self, seed: int) -> dict[str, Any]:
+        """The seed's pretrained model and cache states (from :func:`pretrain`'s file)."""
+        if self.pretrained_dir is None:
+            raise ValueError("Mix.pretrained_dir is not set: run the pretrain stage first")
+        path = self.pretrained_dir / f"seed{seed}.pt"
+        if not path.exists():
+            raise SystemExit(f"no pretrained model at {path}: run `python -m benchmarks continued pretrain` first")
+        return torch.load(path, weights_only=True)
+
+    def id_map(self) -> torch.Tensor:
+        """For each id of the pretraining cache, its id in the mix (the replayed samples come first)."""
+        return torch.arange(self.sizes.pretrain)
+
+
+def scratch(samples: int = 20_000) -> Mix:
+    """MNIST-1D (``samples``, 80/20) for a run from scratch: the test set is the mix test set."""
+    split = mnist1d(samples)
+    return Mix(split.x_train, split.y_train, split.x_test, split.y_test)
+
+
+def mix(sizes: Sizes = Sizes(), pretrained_dir: Path | None = None) -> Mix:
+    """The suite's data (see the module docstring)."""
+    split = mnist1d(sizes.source)
+    s = sizes
+    a_pre, a_fresh = slice(0, s.pretrain), slice(s.pretrain, s.pretrain + s.fresh)
+    b_new = slice(s.pretrain + s.fresh, s.mix)
+    if s.mix > len(split.y_train) or s.test_old > len(split.y_test):
+        raise ValueError(f"{s} needs more samples than MNIST-1D {s.source} has")
+    x_train = torch.cat([split.x_train[a_pre], split.x_train[a_fresh], reverse(split.x_train[b_new])])
+    y_train = torch.cat([split.y_train[a_pre], split.y_train[a_fresh], split.y_train[b_new]])
+    x_old, y_old = split.x_test[: s.test_old], split.y_test[: s.test_old]
+    x_new, y_new = reverse(x_old), y_old
+    x_test = torch.cat([x_old, x_new[: s.test_mix_new]])
+    y_test = torch.cat([y_old, y_new[: s.test_mix_new]])
+    return Mix(
+        x_train, y_train, x_test, y_test,
+        x_pre=split.x_train[a_pre], y_pre=split.y_train[a_pre], x_old=x_old, y_old=y_old, x_new=x_new, y_new=y_new,
+        sizes=sizes, pretrained_dir=pretrained_dir,
+    )  # fmt: skip
+
+
+@torch.no_grad()
+def accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    model.eval()
+    return float((model(x).argmax(1) == y).float().mean())
+
+
+def domains(model: torch.nn.Module, data: Mix) -> dict[str, float]:
+    """The model's accuracy on the mix, new-domain and old-domain test sets (the mix's only, from scratch)."""
+    if not len(data.y_new):
+        return {"acc_mix": accuracy(model, data.x_test, data.y_test)}
+    return {
+        "acc_mix": accuracy(model, data.x_test, data.y_test),
+        "acc_new": accuracy(model, data.x_new, data.y_new),
+        "acc_old": accuracy(model, data.x_old, data.y_old),
+    }
+
+
+def pretrain(data: Mix, seed: int, family: str, epochs: int = PRETRAIN_EPOCHS) -> dict[str, Any]:
+    """Pretrain the seed's model on the pretraining set (the family's recipe, a dense cache observing the training
+    step's losses); returns the states to save and the pretrained model's accuracies."""
+    recipe = RECIPES[family]
+    torch.manual_seed(1000 + seed)
+    model = MODELS[family]()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
+    n = len(data.y_pre)
+    cache = LossCache(size=n)
+    batches = ShuffledBatches((data.x_pre, data.y_pre, torch.arange(n)), int(recipe["batch"]), 1000 + seed)
+    total, step = epochs * len(batches), 0
+    for epoch in range(epochs):
+        batches.set_epoch(epoch)
+        for x, y, ids in batches:
+            for group in optimizer.param_groups:
+                group["lr"] = one_cycle(step / total, recipe["lr"])
+            step += 1
+            model.train()
+            losses = F.cross_entropy(model(x), y, reduction="none")
+            cache.observe(ids, losses.detach(), epoch)
+            optimizer.zero_grad(set_to_none=True)
+            losses.mean().backward()
+            optimizer.step()
+    return {"model": model.state_dict(), "cache": cache.state_dict(), "seed": seed, "epochs": epochs,
+            **{f"pretrained_{k}": v for k, v in domains(model, data).items()}}  # fmt: skip

@@ -1,0 +1,229 @@
+"""Selection against the budget-matched tuned frontier: continued training on data the model mostly knows, and from
+scratch (issue 30).
+
+Exact commands (from the repository root; SUITE is ``continued``, ``scratch-cnn`` or ``scratch-mlp``):
+
+    python -m benchmarks frontier pretrain continued   # the pretrained model and cache of every seed (not timed)
+    python -m benchmarks frontier run SUITE --worker 0/2 & python -m benchmarks frontier run SUITE --worker 1/2; wait
+    python -m benchmarks frontier timing SUITE         # interleaved step timing, alone: the seconds runs are priced at
+    python -m benchmarks frontier report SUITE         # frontier, ratios per budget, the limit, targets, the plot
+    python -m benchmarks frontier all continued --smoke --out /tmp/frontier   # every stage in seconds (CI's)
+
+The suites (``suites.py``, ``data.py``): ``continued``, a ConvNet pretrained on 8,000 MNIST-1D samples and continued
+on a 15,000-sample mix (the 8,000 again, 4,000 fresh of the same domain, 3,000 of a time-reversed domain), test
+accuracy on the mix (80/20), on the new domain alone and on the old (forgetting); ``scratch-cnn`` and
+``scratch-mlp``, the ConvNet and the MLP trained from scratch on MNIST-1D 20k. The user's recipe: batch 256, AdamW,
+the family's LR, one-cycle, the suite's reference epochs.
+
+Every run is annealed over its own budget (epochs). Plain training at batch {64, 128, 256} x LR {1/3, 1, 2}x the
+recipe's x the suite's epochs is the frontier; every selection family gets the same LRs (fresh top-k also batch 128).
+Seconds are *priced* (``report.py``): each run's loader batches at the seconds per batch of its step kind, measured
+side by side by ``timing`` (runs that share the cores corrupt each other's seconds, so the runs themselves may run two
+at a time); ``keep="auto"``'s seconds are the plain run's priced seconds times the ratio of auto's CPU seconds to a
+plain run's of the same batch, LR and epochs, both timed in one job. Each run also records its thread CPU seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks.harness.models import MODELS
+from benchmarks.harness.records import machine, read_jsonl, results_dir
+from benchmarks.harness.runs import Job, run_loop
+from benchmarks.harness.timing import cpu_clock, interleaved, rotated, setup
+from benchmarks.harness.train import train_run
+
+from .arms import BudgetArm, endless_steps
+from .data import SMOKE_SIZES, Mix, Sizes, domains, mix, pretrain, scratch
+from .suites import KEEP, SUITES, Suite
+
+RESULTS = results_dir("frontier")
+SEEDS = (0, 1, 2)
+
+
+def _model_of(data: Mix, suite: Suite, seed: int, held: list) -> Callable[[], torch.nn.Module]:
+    def build() -> torch.nn.Module:
+        model = MODELS[suite.family]()
+        if suite.continued:
+            model.load_state_dict(data.pretrained(seed)["model"])
+        held.append(model)
+        return model
+
+    return build
+
+
+def one_run(data: Mix, suite: Suite, arm: BudgetArm, epochs: int, seed: int) -> dict[str, Any]:
+    """Train one arm for ``epochs`` (from the seed's pretrained model in a continued suite); its record with the test
+    accuracies (mix; new and old domain when continued) and its thread CPU seconds."""
+    held: list[torch.nn.Module] = []
+    record = train_run(
+        data, arm, family=suite.family, epochs=epochs, seed=seed, evals=2, clock=cpu_clock,
+        build_model=_model_of(data, suite, seed, held), recipe=suite.recipe,
+    )  # fmt: skip
+    record.update(domains(held[-1], data))
+    record["cpu_seconds"] = record["seconds"]
+    return record
+
+
+def run(data: Mix, suite: Suite, out: Path, seeds: tuple[int, ...], smoke: bool, worker: tuple[int, int]) -> None:
+    """Every (seed, budget level, arm) not yet in ``out/runs.jsonl`` (this worker's share), interleaved."""
+    arms = suite.plan(smoke)
+
+    def job(arm: BudgetArm, epochs: int, seed: int) -> Job:
+        def train() -> dict[str, Any]:
+            if arm.keep == "auto":  # auto and a plain run of the same batch, LR and epochs, side by side
+                plain = replace(arm, name="plain", policy=None, keep=1.0, warm=False)
+                order = [arm, plain] if seed % 2 == 0 else [plain, arm]
+                done = {a.name: one_run(data, suite, a, epochs, seed) for a in order}
+                record = done[arm.name]
+                record["paired_plain_cpu_seconds"] = done["plain"]["cpu_seconds"]
+            else:
+                record = one_run(data, suite, arm, epochs, seed)
+            record.update(arm=arm.label, family_arm=arm.name, suite=suite.name, time=time.time(),
+                          load=os.getloadavg())  # fmt: skip
+            return record
+
+        return Job((arm.label, epochs, seed), train)
+
+    def jobs() -> Iterator[Job]:
+        levels = max(len(e) for _, e in arms)
+        for seed in seeds:
+            for level in range(levels):
+                for arm, epochs in rotated(arms, level + seed):
+                    if level < len(epochs):
+                        yield job(arm, epochs[level], seed)
+
+    def line(r: dict) -> None:
+        extra = "".join(f" {k[4:]}={r[k]:.4f}" for k in ("acc_new", "acc_old") if k in r)
+        print(f"{suite.name} seed={r['seed']} {r['arm']:<36} e={r['epochs']:<3} mix={r['acc_mix']:.4f}{extra} "
+              f"cpu={r['cpu_seconds']:.1f}s", flush=True)  # fmt: skip
+
+    out.mkdir(parents=True, exist_ok=True)
+    run_loop(jobs(), out / "runs.jsonl", lambda r: (r["arm"], r["epochs"], r["seed"]), worker=worker, log=line)
+
+
+def step_kinds(suite: Suite, smoke: bool) -> dict[str, tuple[BudgetArm, bool]]:
+    """The step kinds the suite's runs are priced with: name -> (arm, prefill)."""
+    b, lr = suite.recipe["batch"], suite.recipe["lr"]
+    kinds: dict[str, tuple[BudgetArm, bool]] = {}
+    for batch in (64, b) if smoke else (64, 128, b):
+        kinds[f"plain b={batch}"] = (BudgetArm("t", batch=batch, lr=lr), False)
+    for batch in (b,) if smoke else (128, b):
+        for keep in (0.25, 0.5):
+            arm = BudgetArm("t", batch=batch, lr=lr, policy="topk", keep=keep)
+            kinds[f"topk keep={keep} b={batch}"] = (arm, False)
+    for policy in ("random", "rank", "importance"):
+        kinds[f"{policy} keep={KEEP} b={b}"] = (BudgetArm("t", batch=b, lr=lr, policy=policy, keep=KEEP), False)
+    if suite.continued:
+        kinds[f"prune b={b}"] = (BudgetArm("t", batch=b, lr=lr, warm=True, prune=0.5, staleness=10**6), True)
+        for keep in (0.25, 0.5):
+            arm = BudgetArm("t", batch=b, lr=lr, policy="topk", keep=keep, warm=True)
+            kinds[f"warm-scored keep={keep} b={b}"] = (replace(arm, staleness=0), False)
+            kinds[f"warm-reused keep={keep} b={b}"] = (replace(arm, staleness=10**6), True)
+    return kinds
+
+
+def timing(data: Mix, suite: Suite, out: Path, smoke: bool) -> dict[str, Any]:
+    """Median thread CPU seconds per loader batch of every step kind, interleaved (blocks of about 0.25 s, the order
+    rotating, 12 rounds after a warm-up round); writes ``<out>/timing.json``."""
+    rounds, seconds_per_block = (2, 0.0) if smoke else (12, 0.25)
+    kinds = step_kinds(suite, smoke)
+    steppers = {
+        name: endless_steps(arm, data, suite.family, pretrained=suite.continued, prefill=prefill)
+        for name, (arm, prefill) in kinds.items()
+    }
+    for stepper in steppers.values():  # build each (model, loader, prefilled cache) outside the timing
+        next(stepper)
+    block = dict.fromkeys(kinds, 2 if smoke else 10)
+
+    def timed(name: str) -> Callable[[int], float]:
+        def run_block(round_: int) -> float:
+            started = cpu_clock()
+            for _ in range(block[name]):
+                next(steppers[name])
+            per_step = (cpu_clock() - started) / block[name]
+            if round_ == 0:
+                block[name] = max(2, round(seconds_per_block / per_step))
+            return per_step
+
+        return run_block
+
+    times = interleaved({name: timed(name) for name in kinds}, rounds, warmup=1)
+    result = {
+        "machine": machine(),
+        "rounds": rounds,
+        "clock": "thread CPU seconds",
+        "load": os.getloadavg(),
+        "kinds": {name: {"seconds_per_batch": statistics.median(v), "block": block[name]} for name, v in times.items()},
+    }
+    (out / "timing.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a stage of the frontier benchmark (see the module docstring); returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks frontier", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("stage", choices=["pretrain", "run", "timing", "report", "all"])
+    parser.add_argument("suite", choices=sorted(SUITES))
+    parser.add_argument("--out", type=Path, help="results folder (default results/frontier/SUITE)")
+    parser.add_argument("--seeds", help="comma-separated seeds (default 0,1,2)")
+    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, one seed, tiny grids")
+    parser.add_argument("--worker", default="0/1", help="I/N: run every N-th run from the I-th (parallel processes)")
+    args = parser.parse_args(argv)
+    info = setup()
+    suite = SUITES[args.suite]
+    out = args.out or RESULTS / suite.name
+    sizes = SMOKE_SIZES if args.smoke else Sizes()
+    seeds: tuple[int, ...] = (0,) if args.smoke else SEEDS
+    if args.seeds:
+        seeds = tuple(int(s) for s in args.seeds.split(","))
+    worker = tuple(int(v) for v in args.worker.split("/"))
+    data = mix(sizes, out / "pretrained") if suite.continued else scratch(2_000 if args.smoke else 20_000)
+    stages = ["pretrain", "run", "timing", "report"] if args.stage == "all" else [args.stage]
+    out.mkdir(parents=True, exist_ok=True)
+    for stage in stages:
+        if stage == "pretrain":
+            if not suite.continued:
+                continue  # nothing to pretrain from scratch
+            (out / "pretrained").mkdir(parents=True, exist_ok=True)  # the states: git-ignored, made again here
+            record = out / "pretrained.json"  # their accuracies, per seed: recorded
+            accuracies = json.loads(record.read_text()) if record.exists() else {}
+            for seed in seeds:
+                path = out / "pretrained" / f"seed{seed}.pt"
+                if not path.exists():
+                    torch.save(pretrain(data, seed, suite.family, epochs=2 if args.smoke else 10), path)
+                state = data.pretrained(seed)
+                accuracies[str(seed)] = {k: v for k, v in state.items() if k.startswith("pretrained_")}
+                print(f"pretrained seed={seed}: old {state['pretrained_acc_old']:.4f} "
+                      f"new {state['pretrained_acc_new']:.4f}", flush=True)  # fmt: skip
+            record.write_text(json.dumps(accuracies, indent=2))
+        elif stage == "run":
+            run(data, suite, out, seeds, args.smoke, worker)  # type: ignore[arg-type]
+            described = {"sizes": vars(sizes)} if suite.continued else {"samples": len(data.y_train)}
+            (out / "machine.json").write_text(json.dumps({**machine(), **info, "suite": suite.name, **described},
+                                                         indent=2))  # fmt: skip
+        elif stage == "timing":
+            timing(data, suite, out, args.smoke)
+        else:
+            from .report import report
+
+            pretrained = json.loads((out / "pretrained.json").read_text()) if suite.continued else {}
+            report(read_jsonl(out / "runs.jsonl"), json.loads((out / "timing.json").read_text()), suite, pretrained,
+                   sizes if suite.continued else None, len(data.y_train), out)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,91 @@
+"""The frontier suites: data, model, the user's recipe, the grids and the pre-registered budgets of each.
+
+Every suite grids plain training at batch {64, 128, 256} x LR {1/3, 1, 2} x the recipe's (the frontier) over its
+plain epochs, and every selection family at the same LRs over its selection epochs (fresh top-k also at batch 128;
+the others at the user's batch). Budgets are pre-registered as shares of the user's recipe's priced seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from benchmarks.harness.models import RECIPES
+
+from .arms import BudgetArm
+
+BUDGETS = (0.25, 0.5, 1.0)
+KEEP = 0.25  # the controls' keep (random) and the other policies'
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One frontier suite.
+
+    Attributes:
+        name: the suite's folder under ``results/frontier``.
+        family: the model family (``harness.models``), its recipe the user's.
+        continued: pretrained on part of the data and continued on the mix (``data.mix``); else from scratch
+            (``data.scratch``).
+        reference_epochs: the user's recipe's epochs (its priced seconds are the budgets' 1x).
+        plain_epochs: the frontier grid's epochs.
+        sb_epochs: the selection families' epochs.
+    """
+
+    name: str
+    family: str
+    continued: bool
+    reference_epochs: int
+    plain_epochs: tuple[int, ...]
+    sb_epochs: tuple[int, ...]
+
+    @property
+    def recipe(self) -> dict:
+        return dict(RECIPES[self.family])
+
+    @property
+    def lrs(self) -> tuple[float, ...]:
+        lr = self.recipe["lr"]
+        return (round(lr / 3, 6), lr, 2 * lr)
+
+    def families(self) -> list[tuple[BudgetArm, tuple[int, ...]]]:
+        """Every arm family with its batch sizes (each at every LR of the grid)."""
+        b = self.recipe["batch"]
+        out = [
+            (BudgetArm("plain"), (64, 128, 256)),
+            (BudgetArm("topk-0.25", policy="topk", keep=0.25), (128, b)),
+            (BudgetArm("topk-0.5", policy="topk", keep=0.5), (128, b)),
+        ]
+        if self.continued:
+            out += [
+                (BudgetArm("warm-topk-0.25", policy="topk", keep=0.25, warm=True), (b,)),
+                (BudgetArm("warm-topk-0.5", policy="topk", keep=0.5, warm=True), (b,)),
+                (BudgetArm("warm-prune", warm=True, prune=0.5), (b,)),
+                (BudgetArm("warm-topk-0.25+prune", policy="topk", keep=0.25, warm=True, prune=0.5), (b,)),
+            ]
+        out += [
+            (BudgetArm(f"random-{KEEP}", policy="random", keep=KEEP), (b,)),
+            (BudgetArm(f"rank-{KEEP}", policy="rank", keep=KEEP), (b,)),
+            (BudgetArm(f"importance-{KEEP}", policy="importance", keep=KEEP), (b,)),
+            (BudgetArm("auto", policy="default", keep="auto"), (b,)),
+        ]
+        if self.continued:
+            out.append((BudgetArm("warm-auto", policy="default", keep="auto", warm=True), (b,)))
+        return out
+
+    def plan(self, smoke: bool) -> list[tuple[BudgetArm, tuple[int, ...]]]:
+        """Every (arm at a batch and LR, its epochs); smoke: two LRs, epochs 1 and 2, batches 64 and 256."""
+        lrs = self.lrs[1:] if smoke else self.lrs
+        out = []
+        for arm, batches in self.families():
+            epochs = self.plain_epochs if arm.policy is None and arm.prune is None else self.sb_epochs
+            if smoke:
+                epochs, batches = (1, 2), tuple(b for b in batches if b in (64, 256))
+            out += [(replace(arm, batch=b, lr=lr), epochs) for b in batches for lr in lrs]
+        return out
+
+
+SUITES = {
+    "continued": Suite("continued", "cnn", True, 6, (1, 2, 3, 4, 6), (1, 2, 3, 4, 6, 8, 12)),
+    "scratch-cnn": Suite("scratch-cnn", "cnn", False, 8, (1, 2, 3, 4, 6, 8), (2, 3, 4, 6, 8, 12)),
+    "scratch-mlp": Suite("scratch-mlp", "mlp", False, 16, (2, 4, 6, 8, 12, 16), (2, 4, 6, 8, 12, 16, 24)),
+}
