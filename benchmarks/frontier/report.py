@@ -351,7 +351,7 @@ def plot(points: dict[str, list[dict[str, Any]]], budgets: list[float], path: Pa
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    for family, pts in points.items():
+    for index, (family, pts) in enumerate(points.items()):
         pts = sorted(pts, key=lambda p: p["seconds"])
         xs, ys, best = [], [], -1.0
         for p in pts:
@@ -359,7 +359,9 @@ def plot(points: dict[str, list[dict[str, Any]]], budgets: list[float], path: Pa
                 best = p["acc_mix"]
                 xs.append(p["seconds"])
                 ys.append(100 * best)
-        style = {"color": "black", "lw": 2.5} if family == PLAIN else {"lw": 1.2}
+        style = {"color": "black", "lw": 2.5} if family == PLAIN else {
+            "lw": 1.2, "color": plt.cm.tab20(index % 20), "ls": "--" if "auto" in family else "-"
+        }  # fmt: skip
         ax.step(xs, ys, where="post", label=f"{family} (envelope)", **style)
     for b in budgets:
         ax.axvline(b, ls=":", color="grey")
