@@ -1,8 +1,9 @@
 """The frontier suites: data, model, the user's recipe, the grids and the pre-registered budgets of each.
 
-Every suite grids plain training at batch {64, 128, 256} x LR {1/3, 1, 2} x the recipe's (the frontier) over its
-plain epochs, and every selection family at the same LRs over its selection epochs (fresh top-k also at batch 128;
-the others at the user's batch). Budgets are pre-registered as shares of the user's recipe's priced seconds.
+Every suite grids plain training at batch {64, 128, 256} x LR {1/3, 1, 2} x the recipe's (the MLP's widened to 4x
+and 8x) over its plain epochs (the frontier), and every selection family at the same LRs over its selection epochs
+(fresh top-k also at batch 128; the others at the user's batch). Budgets are pre-registered as shares of the user's
+recipe's priced seconds.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class Suite:
         reference_epochs: the user's recipe's epochs (its priced seconds are the budgets' 1x).
         plain_epochs: the frontier grid's epochs.
         sb_epochs: the selection families' epochs.
+        lr_multipliers: the LR grid, as multiples of the recipe's LR (every family gets the same); widened where the
+            best LR sat at the grid's edge.
     """
 
     name: str
@@ -37,6 +40,7 @@ class Suite:
     reference_epochs: int
     plain_epochs: tuple[int, ...]
     sb_epochs: tuple[int, ...]
+    lr_multipliers: tuple[float, ...] = (1 / 3, 1.0, 2.0)
 
     @property
     def recipe(self) -> dict:
@@ -45,7 +49,7 @@ class Suite:
     @property
     def lrs(self) -> tuple[float, ...]:
         lr = self.recipe["lr"]
-        return (round(lr / 3, 6), lr, 2 * lr)
+        return tuple(round(lr * m, 6) for m in self.lr_multipliers)
 
     def families(self) -> list[tuple[BudgetArm, tuple[int, ...]]]:
         """Every arm family with its batch sizes (each at every LR of the grid)."""
@@ -74,7 +78,7 @@ class Suite:
 
     def plan(self, smoke: bool) -> list[tuple[BudgetArm, tuple[int, ...]]]:
         """Every (arm at a batch and LR, its epochs); smoke: two LRs, epochs 1 and 2, batches 64 and 256."""
-        lrs = self.lrs[1:] if smoke else self.lrs
+        lrs = self.lrs[1:3] if smoke else self.lrs
         out = []
         for arm, batches in self.families():
             epochs = self.plain_epochs if arm.policy is None and arm.prune is None else self.sb_epochs
@@ -87,5 +91,8 @@ class Suite:
 SUITES = {
     "continued": Suite("continued", "cnn", True, 6, (1, 2, 3, 4, 6), (1, 2, 3, 4, 6, 8, 12)),
     "scratch-cnn": Suite("scratch-cnn", "cnn", False, 8, (1, 2, 3, 4, 6, 8), (2, 3, 4, 6, 8, 12)),
-    "scratch-mlp": Suite("scratch-mlp", "mlp", False, 16, (2, 4, 6, 8, 12, 16), (2, 4, 6, 8, 12, 16, 24)),
+    # the MLP's best LR sat at the first grid's top (4e-3, 2x) at every budget: widened to 4x and 8x
+    "scratch-mlp": Suite(
+        "scratch-mlp", "mlp", False, 16, (2, 4, 6, 8, 12, 16), (2, 4, 6, 8, 12, 16, 24), (1 / 3, 1.0, 2.0, 4.0, 8.0)
+    ),
 }
