@@ -32,6 +32,9 @@ class Suite:
         sb_epochs: the selection families' epochs.
         lr_multipliers: the LR grid, as multiples of the recipe's LR (every family gets the same); widened where the
             best LR sat at the grid's edge.
+        wider: more LR multipliers, for plain training and the families in ``wider_families`` only (the best
+            selection configurations): where the frontier's best LR sat at the top of ``lr_multipliers``.
+        wider_families: the selection families ``wider`` applies to besides plain.
     """
 
     name: str
@@ -41,6 +44,8 @@ class Suite:
     plain_epochs: tuple[int, ...]
     sb_epochs: tuple[int, ...]
     lr_multipliers: tuple[float, ...] = (1 / 3, 1.0, 2.0)
+    wider: tuple[float, ...] = ()
+    wider_families: tuple[str, ...] = ()
 
     @property
     def recipe(self) -> dict:
@@ -82,17 +87,27 @@ class Suite:
         out = []
         for arm, batches in self.families():
             epochs = self.plain_epochs if arm.policy is None and arm.prune is None else self.sb_epochs
+            mine = lrs
+            if not smoke and (arm.name == "plain" or arm.name in self.wider_families):
+                mine = lrs + tuple(round(self.recipe["lr"] * m, 6) for m in self.wider)
             if smoke:
                 epochs, batches = (1, 2), tuple(b for b in batches if b in (64, 256))
-            out += [(replace(arm, batch=b, lr=lr), epochs) for b in batches for lr in lrs]
+            out += [(replace(arm, batch=b, lr=lr), epochs) for b in batches for lr in mine]
         return out
 
 
-SUITES = {
-    "continued": Suite("continued", "cnn", True, 6, (1, 2, 3, 4, 6), (1, 2, 3, 4, 6, 8, 12)),
-    "scratch-cnn": Suite("scratch-cnn", "cnn", False, 8, (1, 2, 3, 4, 6, 8), (2, 3, 4, 6, 8, 12)),
-    # the MLP's best LR sat at the first grid's top (4e-3, 2x) at every budget: widened to 4x and 8x
-    "scratch-mlp": Suite(
-        "scratch-mlp", "mlp", False, 16, (2, 4, 6, 8, 12, 16), (2, 4, 6, 8, 12, 16, 24), (1 / 3, 1.0, 2.0, 4.0, 8.0)
+SUITES = {  # the frontier's best LR sat at the first grid's top (2x) on every suite: widened for plain and the best
+    # selection configurations (4x; the MLP's 4x, 8x for every family, then 16x)
+    "continued": Suite(
+        "continued", "cnn", True, 6, (1, 2, 3, 4, 6), (1, 2, 3, 4, 6, 8, 12),
+        wider=(4.0,), wider_families=("topk-0.25", "topk-0.5", "warm-topk-0.5"),
     ),
-}
+    "scratch-cnn": Suite(
+        "scratch-cnn", "cnn", False, 8, (1, 2, 3, 4, 6, 8), (2, 3, 4, 6, 8, 12),
+        wider=(4.0,), wider_families=("topk-0.25", "topk-0.5"),
+    ),
+    "scratch-mlp": Suite(
+        "scratch-mlp", "mlp", False, 16, (2, 4, 6, 8, 12, 16), (2, 4, 6, 8, 12, 16, 24), (1 / 3, 1.0, 2.0, 4.0, 8.0),
+        wider=(16.0,), wider_families=("topk-0.25", "topk-0.5"),
+    ),
+}  # fmt: skip
