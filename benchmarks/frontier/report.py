@@ -322,8 +322,9 @@ def targets(mean_ratios: dict[str, Any], per_seed: dict[int, Any], points: dict[
             mine = row["families"][auto]["ratio"]
             if not continued and (not fixed or mine is None):
                 reached = "no" if mine is None else f"{mine:.2f}x"
-                out.append(f"{auto} at {budget:.2f} s: on-share {on:.2f}; reaches the frontier: {reached}; no fixed "
-                           "selection family does (no target from scratch)")  # fmt: skip
+                best_fixed = "none reaches it" if not fixed else f"{min(fixed)[1]} {min(fixed)[0]:.2f}x"
+                out.append(f"{auto} at {budget:.2f} s: on-share {on:.2f}; reaches the frontier: {reached}; best "
+                           f"fixed: {best_fixed} (no target from scratch)")  # fmt: skip
                 continue
             if not fixed or mine is None:
                 best_fixed = "none reaches it" if not fixed else f"{min(fixed)[1]} {min(fixed)[0]:.2f}x"
