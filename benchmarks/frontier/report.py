@@ -276,7 +276,8 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
         "points": points, "timing": timing, "cpu_check": check,
     }  # fmt: skip
     write_results(out, summary, "\n".join(lines) + "\n")
-    plot(points, budgets, out / "accuracy_vs_seconds.png")
+    title = f"{title} ({suite.name}: MNIST-1D, {suite.family}): envelopes against the tuned frontier"
+    plot(points, budgets, out / "accuracy_vs_seconds.png", title, "mix test" if suite.continued else "test")
     return summary
 
 
@@ -343,7 +344,7 @@ def targets(mean_ratios: dict[str, Any], per_seed: dict[int, Any], points: dict[
     return out
 
 
-def plot(points: dict[str, list[dict[str, Any]]], budgets: list[float], path: Path) -> None:
+def plot(points: dict[str, list[dict[str, Any]]], budgets: list[float], path: Path, title: str, metric: str) -> None:
     """Mix accuracy against priced seconds: every family's envelope (its best accuracy within each cost), the
     frontier in black, the budgets dotted."""
     import matplotlib
@@ -368,10 +369,10 @@ def plot(points: dict[str, list[dict[str, Any]]], budgets: list[float], path: Pa
         ax.axvline(b, ls=":", color="grey")
     ax.set_xscale("log")
     ax.set_xlabel("priced seconds (log)")
-    ax.set_ylabel("mix test accuracy (%)")
+    ax.set_ylabel(f"{metric} accuracy (%)")
     ax.set_ylim(bottom=max(0.0, min(100 * p["acc_mix"] for p in points[PLAIN]) - 1))
     ax.legend(fontsize=7, loc="lower right")
-    ax.set_title("Continued training (MNIST-1D, ConvNet): envelopes against the tuned frontier")
+    ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
