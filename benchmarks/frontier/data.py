@@ -91,10 +91,12 @@ class Mix(Data):
     def pretrained(self, seed: int) -> dict[str, Any]:
         """The seed's pretrained model and cache states (from :func:`pretrain`'s file)."""
         if self.pretrained_dir is None:
-            raise ValueError("Mix.pretrained_dir is not set: run the pretrain stage first")
+            raise ValueError("Mix.pretrained_dir is not set: build the mix with data.mix(sizes, pretrained_dir)")
         path = self.pretrained_dir / f"seed{seed}.pt"
         if not path.exists():
-            raise SystemExit(f"no pretrained model at {path}: run `python -m benchmarks continued pretrain` first")
+            raise SystemExit(
+                f"no pretrained model at {path}: run `python -m benchmarks frontier pretrain continued` first"
+            )
         return torch.load(path, weights_only=True)
 
     def id_map(self) -> torch.Tensor:

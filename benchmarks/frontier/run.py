@@ -219,6 +219,16 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from .report import report
 
+            needed = {
+                "runs.jsonl": "run",
+                "timing.json": "timing",
+                **({"pretrained.json": "pretrain"} if suite.continued else {}),
+            }
+            for name, before in needed.items():
+                if not (out / name).exists():
+                    raise SystemExit(
+                        f"no {out / name}: run `python -m benchmarks frontier {before} {suite.name}` first"
+                    )
             pretrained = json.loads((out / "pretrained.json").read_text()) if suite.continued else {}
             report(read_jsonl(out / "runs.jsonl"), json.loads((out / "timing.json").read_text()), suite, pretrained,
                    sizes if suite.continued else None, len(data.y_train), out)  # fmt: skip
