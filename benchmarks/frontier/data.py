@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from benchmarks.harness._sb import LossCache
 from benchmarks.harness.data import Data, ShuffledBatches, mnist1d
 from benchmarks.harness.models import MODELS, RECIPES
-from benchmarks.harness.train import one_cycle
+from benchmarks.harness.train import train_epochs
+from examples.common import accuracy
 
 PRETRAIN_EPOCHS = 10
 
@@ -131,45 +131,28 @@ def mix(sizes: Sizes = Sizes(), pretrained_dir: Path | None = None) -> Mix:
     )  # fmt: skip
 
 
-@torch.no_grad()
-def accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
-    model.eval()
-    return float((model(x).argmax(1) == y).float().mean())
-
-
 def domains(model: torch.nn.Module, data: Mix) -> dict[str, float]:
     """The model's accuracy on the mix, new-domain and old-domain test sets (the mix's only, from scratch)."""
-    if not len(data.y_new):
-        return {"acc_mix": accuracy(model, data.x_test, data.y_test)}
-    return {
-        "acc_mix": accuracy(model, data.x_test, data.y_test),
-        "acc_new": accuracy(model, data.x_new, data.y_new),
-        "acc_old": accuracy(model, data.x_old, data.y_old),
-    }
+    out = {"acc_mix": accuracy(model, data.x_test, data.y_test)}
+    if len(data.y_new):
+        out.update(acc_new=accuracy(model, data.x_new, data.y_new), acc_old=accuracy(model, data.x_old, data.y_old))
+    return out
 
 
 def pretrain(data: Mix, seed: int, family: str, epochs: int = PRETRAIN_EPOCHS) -> dict[str, Any]:
     """Pretrain the seed's model on the pretraining set (the family's recipe, a dense cache observing the training
     step's losses); returns the states to save and the pretrained model's accuracies."""
-    recipe = RECIPES[family]
     torch.manual_seed(1000 + seed)
     model = MODELS[family]()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
     n = len(data.y_pre)
     cache = LossCache(size=n)
-    batches = ShuffledBatches((data.x_pre, data.y_pre, torch.arange(n)), int(recipe["batch"]), 1000 + seed)
-    total, step = epochs * len(batches), 0
-    for epoch in range(epochs):
-        batches.set_epoch(epoch)
-        for x, y, ids in batches:
-            for group in optimizer.param_groups:
-                group["lr"] = one_cycle(step / total, recipe["lr"])
-            step += 1
-            model.train()
-            losses = F.cross_entropy(model(x), y, reduction="none")
-            cache.observe(ids, losses.detach(), epoch)
-            optimizer.zero_grad(set_to_none=True)
-            losses.mean().backward()
-            optimizer.step()
+    batches = ShuffledBatches((data.x_pre, data.y_pre, torch.arange(n)), int(RECIPES[family]["batch"]), 1000 + seed)
+    train_epochs(
+        model,
+        batches,
+        epochs,
+        RECIPES[family],
+        observe=lambda batch, losses, epoch: cache.observe(batch[-1], losses, epoch),
+    )
     return {"model": model.state_dict(), "cache": cache.state_dict(), "seed": seed, "epochs": epochs,
             **{f"pretrained_{k}": v for k, v in domains(model, data).items()}}  # fmt: skip

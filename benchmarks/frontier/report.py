@@ -195,8 +195,8 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
     limit = limits(kinds, sizes)
     families = list(points)
     per_epoch = {}
+    plain_epoch = ref["seconds"] / ref["epochs"]
     for family, pts in points.items():
-        plain_epoch = ref["seconds"] / ref["epochs"]
         at_batch = [p["seconds"] / (p["epochs"] * plain_epoch) for p in pts if p["batch"] == recipe["batch"]]
         per_epoch[family] = statistics.median(at_batch) if at_batch else math.nan
     check = cpu_check(records)
@@ -361,7 +361,7 @@ def plot(points: dict[str, list[dict[str, Any]]], budgets: list[float], path: Pa
                 best = p["acc_mix"]
                 xs.append(p["seconds"])
                 ys.append(100 * best)
-        style = {"color": "black", "lw": 2.5} if family == PLAIN else {
+        style: dict[str, Any] = {"color": "black", "lw": 2.5} if family == PLAIN else {
             "lw": 1.2, "color": plt.cm.tab20(index % 20), "ls": "--" if "auto" in family else "-"
         }  # fmt: skip
         ax.step(xs, ys, where="post", label=f"{family} (envelope)", **style)

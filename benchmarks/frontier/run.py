@@ -40,7 +40,7 @@ import torch
 from benchmarks.harness.models import MODELS
 from benchmarks.harness.records import machine, read_jsonl, results_dir
 from benchmarks.harness.runs import Job, run_loop
-from benchmarks.harness.timing import cpu_clock, interleaved, rotated, setup
+from benchmarks.harness.timing import cpu_clock, interleaved, rotated, setup, sized_block
 from benchmarks.harness.train import train_run
 
 from .arms import BudgetArm, endless_steps
@@ -146,19 +146,8 @@ def timing(data: Mix, suite: Suite, out: Path, smoke: bool) -> dict[str, Any]:
         next(stepper)
     block = dict.fromkeys(kinds, 2 if smoke else 10)
 
-    def timed(name: str) -> Callable[[int], float]:
-        def run_block(round_: int) -> float:
-            started = cpu_clock()
-            for _ in range(block[name]):
-                next(steppers[name])
-            per_step = (cpu_clock() - started) / block[name]
-            if round_ == 0:
-                block[name] = max(2, round(seconds_per_block / per_step))
-            return per_step
-
-        return run_block
-
-    times = interleaved({name: timed(name) for name in kinds}, rounds, warmup=1)
+    blocks = {name: sized_block(steppers[name], block, name, seconds_per_block, cpu_clock) for name in kinds}
+    times = interleaved(blocks, rounds, warmup=1)
     result = {
         "machine": machine(),
         "rounds": rounds,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -103,3 +103,21 @@ def interleaved(
         if after_round is not None:
             after_round(r)
     return out
+
+
+def sized_block(
+    steps: Iterator[Any], block: dict[str, int], name: str, seconds_per_block: float, clock: Callable[[], float]
+) -> Callable[[int], float]:
+    """A block for :func:`interleaved`: ``block[name]`` steps of ``steps`` (one ``next`` each), returning the seconds
+    per step by ``clock``; round 0 (the warm-up) resizes the block to about ``seconds_per_block``."""
+
+    def run(round_: int) -> float:
+        started = clock()
+        for _ in range(block[name]):
+            next(steps)
+        per_step = (clock() - started) / block[name]
+        if round_ == 0:
+            block[name] = max(2, round(seconds_per_block / per_step))
+        return per_step
+
+    return run

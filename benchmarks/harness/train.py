@@ -47,18 +47,33 @@ def user_optimizer(recipe: dict) -> Callable[[torch.nn.Module], torch.optim.Opti
     return lambda model: torch.optim.AdamW(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
 
 
-def train_epochs(model, batches, epochs: int, recipe: dict, progress=None) -> None:
-    """Plain training (used for the irreducible-loss model): the family recipe, no evaluation."""
+def train_epochs(
+    model,
+    batches,
+    epochs: int,
+    recipe: dict,
+    progress=None,
+    observe: Callable[[Any, torch.Tensor, int], None] | None = None,
+) -> None:
+    """Plain training (the irreducible-loss model; a continued suite's pretraining): the family recipe, no
+    evaluation. ``observe(batch, losses, epoch)``, if given, gets each batch's detached per-sample losses (a cache
+    fed as a user's training step feeds it)."""
     optimizer = user_optimizer(recipe)(model)
     total, step = epochs * len(batches), 0
     for epoch in range(epochs):
         batches.set_epoch(epoch)
-        for x, y, *_ in batches:
+        for batch in batches:
+            x, y = batch[0], batch[1]
             for group in optimizer.param_groups:
                 group["lr"] = one_cycle(step / total, recipe["lr"])
             step += 1
             model.train()
-            loss = F.cross_entropy(model(x), y)
+            if observe is None:
+                loss = F.cross_entropy(model(x), y)
+            else:
+                losses = F.cross_entropy(model(x), y, reduction="none")
+                observe(batch, losses.detach(), epoch)
+                loss = losses.mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

@@ -25,7 +25,6 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ from benchmarks.harness.models import RECIPES
 from benchmarks.harness.records import machine, read_jsonl, results_dir
 from benchmarks.harness.runs import run_suite
 from benchmarks.harness.suites import Suite
-from benchmarks.harness.timing import interleaved
+from benchmarks.harness.timing import interleaved, sized_block
 
 from . import report as _report
 from .arms import Compressed, PruneArm, arms, endless_steps, grid, step_kinds
@@ -197,21 +196,6 @@ def sampler_seconds(n: int, batch: int, repeats: int) -> float:
     return max(0.0, statistics.median(trial(True) - trial(False) for _ in range(5)))
 
 
-def _timed(steps: Iterator, block: dict[str, int], name: str, seconds_per_block: float) -> Callable[[int], float]:
-    """A timed block of ``block[name]`` steps; round 0 (the warm-up) sizes the block to ``seconds_per_block``."""
-
-    def run(round_: int) -> float:
-        started = time.perf_counter()
-        for _ in range(block[name]):
-            next(steps)
-        per_step = (time.perf_counter() - started) / block[name]
-        if round_ == 0:
-            block[name] = max(2, round(seconds_per_block / per_step))
-        return per_step
-
-    return run
-
-
 def timing(out: Path, tuned: dict[str, list[int]], lrs: dict[str, float], smoke: bool = False) -> dict[str, Any]:
     """Median seconds per training step of every step kind, per model family, interleaved (blocks of about 0.25 s,
     the order rotating every round); writes ``<out>/timing/summary.json``. ``tuned``: family -> the tuned batch sizes
@@ -226,7 +210,8 @@ def timing(out: Path, tuned: dict[str, list[int]], lrs: dict[str, float], smoke:
             next(stepper)
         block = dict.fromkeys(kinds, 2 if smoke else 10)
 
-        blocks = {name: _timed(steppers[name], block, name, seconds_per_block) for name in kinds}
+        clock = time.perf_counter
+        blocks = {name: sized_block(steppers[name], block, name, seconds_per_block, clock) for name in kinds}
         times = interleaved(blocks, rounds, warmup=1)
         result["families"][family] = {
             name: {"seconds_per_step": statistics.median(values), "batch": kinds[name][0].batch, "block": block[name]}
