@@ -33,7 +33,6 @@ from .suites import BUDGETS, Suite
 PLAIN = "plain"
 WARM = ("warm-topk-0.25", "warm-topk-0.5", "warm-prune", "warm-topk-0.25+prune")
 FRESH = ("topk-0.25", "topk-0.5", "rank-0.25", "importance-0.25")
-CONTROLS = ("random-0.25",)
 AUTO = ("auto", "warm-auto")
 TARGETS = {"warm": 0.4, "fresh": 0.7, "scratch": 0.8, "auto_vs_best": 1.15, "per_seed": 0.9}
 
