@@ -8,9 +8,9 @@ after a warm-up), fits a :class:`~sbdata.CostTable`, measures the spread of the 
 the small-batch control, each as a *range*: from the noise-dominated bound (progress proportional to the batch: the
 lowest) to far above the critical batch (progress independent of the batch: only the seconds count). Where a
 training run sits in that range, and what a biased policy such as top-k gains or loses, no estimate made before
-training can know (``benchmarks/calibration`` measured the low end off by up to 70% for top-k): a range that
-straddles 1 means "measure it", which ``keep="auto"`` does on the run. The model, its optimizer and the global RNGs
-are left as they were.
+training can know (``benchmarks/calibration`` measured top-k above the whole range, while random, priced the same,
+never reached the user's accuracy): a range that straddles 1 means "measure it", which ``keep="auto"`` does on the
+run. The model, its optimizer and the global RNGs are left as they were.
 """
 
 from __future__ import annotations

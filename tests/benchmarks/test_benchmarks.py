@@ -6,6 +6,7 @@ import ast
 import importlib.util
 import itertools
 import json
+import math
 import re
 import subprocess
 import sys
@@ -183,25 +184,35 @@ def test_calibration_smoke(tmp_path):
     from benchmarks.harness.arms import BASELINE
     from benchmarks.harness.data import dataset
     from benchmarks.harness.train import train_run
-    from sbdata.auto import CostTable, shrink_speedup
+    from sbdata.auto import CostTable, shrink_speedup, small_batch_speedup
 
     run("calibration", "all", "--smoke", "--fixed-costs", "--out", str(tmp_path))
     table = (tmp_path / "report" / "table.md").read_text()
     header = next(line for line in table.splitlines() if line.startswith("| suite"))
     columns = [c.strip() for c in header.strip("|").split("|")]
-    assert columns[2] == "arm" and columns[4:9] == ["predicted: start", "25%", "50%", "75%", "integrated"]
-    assert columns[9].startswith("measured: mean") and columns[11] == "predicted / measured"
+    assert columns[2] == "arm" and columns[4:9] == ["predicted, low-high: start", "25%", "50%", "75%", "integrated"]
+    assert columns[9].startswith("measured: mean") and columns[11] == "predicted (low end) / measured"
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[4:] if line.startswith("|")]
     assert all(len(row) == len(columns) for row in rows)
     for suite in ("cnn100k", "mlp100k", "noisy100k"):
         arms = {row[2]: row for row in rows if row[0] == suite}
         assert {"topk-0.25", "random-0.25", "importance-0.25", "importance-gradnorm-0.25"} <= set(arms)
-        if suite != "noisy100k":  # the noisy time-to-accuracy suite has no small-batch control
-            assert arms["baseline-small-batch"][4] == "not priced: the estimate has no small-batch term"
         summary = json.loads((tmp_path / suite / "summary.json").read_text())
+        if suite != "noisy100k":  # the noisy time-to-accuracy suite has no small-batch control; priced at its batch
+            (small,) = [row for row in summary["rows"] if row["arm"] == "baseline-small-batch"]
+            keep = small["priced"]["keep"]
+            assert (
+                small["priced"]["small_batch"]
+                and small["predicted"] == summary["predicted"]["loss"]["small_batch"][keep]
+            )
+            low, high = arms["baseline-small-batch"][4].split("-")
+            assert float(low) == pytest.approx(small["predicted"][0], abs=0.005)
+            assert float(high) == pytest.approx(small["predicted_high"][0], abs=0.005)
         for row in summary["rows"]:
             if row["predicted"] is not None:
                 assert row["integrated"] == pytest.approx(sum(row["predicted"]) / 4)
+                assert row["integrated_high"] == pytest.approx(sum(row["predicted_high"]) / 4)
+                assert all(lo <= hi for lo, hi in zip(row["predicted"], row["predicted_high"], strict=True))
             if row["measured_mean"] is None and row["ratio"] is None and not row["measured_missing"]:
                 assert "never" in arms[row["arm"]][9]
         (record,) = [json.loads(line) for line in (tmp_path / suite / "runs.jsonl").read_text().splitlines()]
@@ -209,9 +220,14 @@ def test_calibration_smoke(tmp_path):
         for point in record["inspections"]:
             for score in ("loss", "gradnorm"):
                 got = point[score]
+                fe = CostTable.forward_equivalents()
                 for keep, speedup in got["speedup"].items():
-                    expected = shrink_speedup(got["tau"], float(keep), got["batch"], CostTable.forward_equivalents())
+                    expected = shrink_speedup(got["tau"], float(keep), got["batch"], fe)
                     assert speedup == pytest.approx(expected, rel=1e-12)
+                    high = shrink_speedup(got["tau"], float(keep), got["batch"], fe, noise_scale=0.0)
+                    assert got["speedup_high"][keep] == pytest.approx(high, rel=1e-12)
+                    small = [small_batch_speedup(float(keep), got["batch"], fe, ns) for ns in (math.inf, 0.0)]
+                    assert got["small_batch"][keep] == pytest.approx(small, rel=1e-12)
     samples, family, noise, epochs = 2000, "cnn", 0.0, 2
     plain = train_run(dataset(samples, noise=noise), BASELINE, family=family, epochs=epochs, seed=0, evals=8)
     (record,) = [json.loads(line) for line in (tmp_path / "cnn100k" / "runs.jsonl").read_text().splitlines()]
