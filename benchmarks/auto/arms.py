@@ -53,6 +53,8 @@ class SelectArm(OwnRecipe):
         keep: the share kept per SB batch, or ``"auto"``.
         score: ``"loss"`` or ``"gradnorm"`` (sbdata's ``score=``).
         weighted: train on the importance-weighted mean (``return_weights=True``).
+        long_trials: ``keep="auto"`` only: trial windows and settling parts of this many loader batches each and
+            keep 0.25 the only share trialled (the switch-transient ablation); None: every trial setting default.
     """
 
     name: str
@@ -62,12 +64,18 @@ class SelectArm(OwnRecipe):
     keep: float | str = 1.0
     score: str = "loss"
     weighted: bool = False
+    long_trials: int | None = None
 
     def build(self, model, split, *, family: str, batch: int, epochs: int, seed: int) -> tuple[Any, Probe]:
         source = ShuffledBatches(split.fields(), self.batch, seed)
         if self.policy is None:
             return source, Probe(len(source))
-        keep = Auto(decisions_kept=DECISIONS_KEPT) if self.keep == "auto" else self.keep
+        keep: Any = self.keep
+        if self.keep == "auto":
+            keep = Auto(decisions_kept=DECISIONS_KEPT)
+            if self.long_trials is not None:
+                keep = Auto(keeps=(0.25,), window=self.long_trials, settle=self.long_trials,
+                            decisions_kept=DECISIONS_KEPT)  # fmt: skip
         loader = SBLoader(
             source, model, F.cross_entropy, keep=keep, policy=self.policy, score=self.score,
             return_weights=self.weighted, generator=seed, nan_policy="keep", split=_inputs_targets,
@@ -100,6 +108,13 @@ def suite_arms(user: dict[str, Any], tuned: dict[str, Any]) -> list[SelectArm]:
         SelectArm("auto", b, lr, policy="importance", keep="auto", score="gradnorm", weighted=True),
         SelectArm("auto-topk", b, lr, policy="topk", keep="auto"),  # keep="auto" with every other option default
     ]
+
+
+def ablation_arms(user: dict[str, Any]) -> list[SelectArm]:
+    """Arms run only when named in ``--arms``: ``auto-topk-long``, ``keep="auto"`` on top-k with trial windows and
+    settling parts of 64 loader batches (4x the default's on these suites) and keep 0.25 alone, so a trial (8 windows
+    of 128 batches) outlasts more of the switch's transient."""
+    return [SelectArm("auto-topk-long", user["batch"], user["lr"], policy="topk", keep="auto", long_trials=64)]
 
 
 BLOCK, ROUNDS, WARMUP = 32, 41, 2

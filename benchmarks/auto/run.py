@@ -45,7 +45,8 @@ from benchmarks.harness.suites import RECIPE_SUITES
 from benchmarks.harness.timing import alternated, cpu_clock, interleaved, rotated, setup
 from benchmarks.harness.train import train_run
 
-from .arms import BLOCK, NEVER, OFF, ROUNDS, WARMUP, SelectArm, Stepper, suite_arms
+from .arms import BLOCK, NEVER, OFF, ROUNDS, WARMUP, SelectArm, Stepper, ablation_arms, suite_arms
+from .report import SUITES as REPORTED  # 'all' runs what report.py reads; noisy30-100k by 'run' only
 
 RESULTS = results_dir("auto")
 SUITES = RECIPE_SUITES  # name: (samples, family, label noise, epochs)
@@ -76,6 +77,7 @@ def run_auto_suite(
     these arms alone)."""
     samples, family, noise, epochs, seeds, arms = plan(name, smoke)
     if only:
+        arms += ablation_arms({"batch": RECIPES[family]["batch"], "lr": RECIPES[family]["lr"]})
         unknown = sorted(set(only) - {arm.name for arm in arms})
         if unknown:
             raise SystemExit(f"--arms: unknown arm(s) {unknown}; the suite's arms are {[arm.name for arm in arms]}")
@@ -173,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     common = ["--out", str(args.out), *(["--smoke"] if args.smoke else [])]
     if args.stage == "all":
         started = time.time()
-        spawn([["run", name] for name in SUITES], args.jobs, common)
+        spawn([["run", name] for name in REPORTED], args.jobs, common)
         main(["timing", *common])
         run_lm(args.out, args.jobs, args.smoke)
         from .report import report

@@ -27,9 +27,12 @@ from benchmarks.harness.records import read_jsonl
 from benchmarks.harness.stats import curve, mean, reach, sd, seconds_to
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "auto"
-SUITES = ("mlp100k", "cnn100k", "noisy100k")
+SUITES = ("mlp100k", "cnn100k", "noisy100k", "noisy30-100k")
+LONG_SUITES = ("mlp100k", "cnn100k", "noisy100k")  # the long-window ablation's own runs: trials-long-<suite>
+NOISY = ("noisy100k", "noisy30-100k")  # where auto must never lose
 LM_ARMS = ("baseline", "auto")
-ARMS = ("user", "topk-0.25", "random-0.25", "auto-topk")
+ARMS = ("user", "topk-0.25", "random-0.25", "auto-topk", "auto-topk-long")
+AUTO_ARMS = ("auto-topk", "auto-topk-long")
 CAPTURE = 0.87  # auto's speed-up at least this share of top-k 0.25's (mlp100k, cnn100k)
 NO_LOSS = 0.95  # auto's speed-up at least this on noisy100k
 
@@ -84,9 +87,10 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def targets(name: str, suite: dict[str, Any]) -> list[str]:
+def targets(name: str, suite: dict[str, Any], arm: str = "auto-topk") -> list[str]:
+    """Issue 28's targets for the ``keep="auto"`` arm ``arm`` on suite ``name``."""
     arms = suite["arms"]
-    auto, topk, user = arms.get("auto-topk"), arms.get("topk-0.25"), arms.get("user")
+    auto, topk, user = arms.get(arm), arms.get("topk-0.25"), arms.get("user")
     if auto is None or user is None:
         return []
     a = auto["speedup_mean"]
@@ -94,20 +98,20 @@ def targets(name: str, suite: dict[str, Any]) -> list[str]:
         t = topk["speedup_mean"]
         if a is None or t is None:
             verdict = "missed" if a is None else "met"
-            detail = f"auto-topk {x(a)}, topk-0.25 {x(t)}"
+            detail = f"{arm} {x(a)}, topk-0.25 {x(t)}"
         else:
             verdict = "met" if a >= CAPTURE * t else "missed"
-            detail = f"auto-topk {a:.2f}x vs topk-0.25 {t:.2f}x: ratio {a / t:.2f} (target >= {CAPTURE})"
-        return [f"{name}: auto captures top-k's win: **{verdict}** ({detail})"]
-    if name == "noisy100k":
+            detail = f"{arm} {a:.2f}x vs topk-0.25 {t:.2f}x: ratio {a / t:.2f} (target >= {CAPTURE})"
+        return [f"{name}: {arm} captures top-k's win: **{verdict}** ({detail})"]
+    if name in NOISY:
         floor = user["accuracy_mean"] - suite["user_accuracy_sd"]
         acc_ok = auto["accuracy_mean"] >= floor
         speed_ok = a is not None and a >= NO_LOSS
         return [
-            f"{name}: auto's final accuracy no worse than user - 1 sd: **{'met' if acc_ok else 'missed'}** "
-            f"(auto-topk {pct(auto['accuracy_mean'])}, floor {pct(floor)} = user {pct(user['accuracy_mean'])} - sd "
+            f"{name}: {arm}'s final accuracy no worse than user - 1 sd: **{'met' if acc_ok else 'missed'}** "
+            f"({arm} {pct(auto['accuracy_mean'])}, floor {pct(floor)} = user {pct(user['accuracy_mean'])} - sd "
             f"{pct(suite['user_accuracy_sd'])})",
-            f"{name}: auto's speed-up >= {NO_LOSS}: **{'met' if speed_ok else 'missed'}** (auto-topk {x(a)})",
+            f"{name}: {arm}'s speed-up >= {NO_LOSS}: **{'met' if speed_ok else 'missed'}** ({arm} {x(a)})",
         ]
     return []
 
@@ -122,6 +126,51 @@ def x(v: float | None) -> str:
 
 def s(v: float | None) -> str:
     return "never" if v is None else f"{v:.1f}"
+
+
+def suite_lines(name: str, suite: dict[str, Any], heading: str = "##") -> list[str]:
+    """One suite's per-seed table and each ``keep="auto"`` arm's decisions."""
+    lines: list[str] = []
+    lines += [f"{heading} {name}", "", "| arm | seed | accuracy | seconds | s to user's acc | speed-up |",
+              "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for arm, row in suite["arms"].items():
+        for seed in row["seeds"]:
+            lines.append(f"| {arm} | {seed['seed']} | {pct(seed['accuracy'])} | {seed['seconds']:.1f} | "
+                         f"{s(seed['to_user'])} | {x(seed['speedup'])} |")  # fmt: skip
+        n = len(row["seeds"])
+        partial = "" if row["reached"] == n else f" ({row['reached']}/{n} seeds reach)"
+        lines.append(f"| **{arm}** | mean | **{pct(row['accuracy_mean'])}** ± {pct(row['accuracy_sd'])} | "
+                     f"**{row['seconds_mean']:.1f}** | **{s(row['to_user_mean'])}** | "
+                     f"**{x(row['speedup_mean'])}**{partial}; "
+                     f"mean-curve {x(row['speedup_mean_curve'])} |")  # fmt: skip
+    for arm in AUTO_ARMS:
+        auto = suite["arms"].get(arm)
+        if auto is None:
+            continue
+        lines += ["", f"{arm}: on-share {100 * auto['on_share_mean']:.1f}% (mean), trial share "
+                  f"{100 * auto['trial_share_mean']:.1f}% (mean)", "",
+                  "| seed | steps | on-share | trials | trial share | decisions (step: on/off keep, measured "
+                  "speed-up) |", "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+        for a in auto["auto"]:
+            decisions = "; ".join(
+                f"{int(d[0])}: {'ON' if d[1] else 'off'} {d[2]:g} {'n/a' if d[4] != d[4] else f'{d[4]:.2f}x'}"
+                for d in a["history"]
+            )
+            lines.append(f"| {a['seed']} | {a['steps']} | {100 * a['on_share']:.1f}% | {a['trials']} | "
+                         f"{100 * a['trial_share']:.1f}% | {decisions} |")  # fmt: skip
+        lines += ["", "Last reason per seed:"]
+        lines += [f"- seed {a['seed']}: {a['reason']}" for a in auto["auto"]]
+    lines.append("")
+    return lines
+
+
+LONG_TEXT = (
+    '`keep="auto"` on top-k with `Auto(keeps=(0.25,), window=64, settle=64)`: trial windows and settling parts 4x '
+    "the default's on these suites (16) and keep 0.25 alone, so a trial is 8 windows of 128 loader batches (1,024 "
+    "batches; the default's is 12 of 32, 384). Does a trial that outlasts more of the switch's transient capture "
+    "top-k's win, and still stay off where selection loses? Each suite's runs are its own (`trials-long-<suite>`): "
+    "the user's recipe and top-k 0.25 beside the ablation, in one job, one process."
+)
 
 
 def table(summary: dict[str, Any], meta: dict[str, Any]) -> str:
@@ -140,35 +189,13 @@ def table(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         "",
     ]
     for name, suite in summary["suites"].items():
-        lines += [f"## {name}", "", "| arm | seed | accuracy | seconds | s to user's acc | speed-up |",
-                  "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
-        for arm, row in suite["arms"].items():
-            for seed in row["seeds"]:
-                lines.append(f"| {arm} | {seed['seed']} | {pct(seed['accuracy'])} | {seed['seconds']:.1f} | "
-                             f"{s(seed['to_user'])} | {x(seed['speedup'])} |")  # fmt: skip
-            n = len(row["seeds"])
-            partial = "" if row["reached"] == n else f" ({row['reached']}/{n} seeds reach)"
-            lines.append(f"| **{arm}** | mean | **{pct(row['accuracy_mean'])}** ± {pct(row['accuracy_sd'])} | "
-                         f"**{row['seconds_mean']:.1f}** | **{s(row['to_user_mean'])}** | "
-                         f"**{x(row['speedup_mean'])}**{partial}; "
-                         f"mean-curve {x(row['speedup_mean_curve'])} |")  # fmt: skip
-        auto = suite["arms"].get("auto-topk")
-        if auto is not None:
-            lines += ["", f"auto-topk: on-share {100 * auto['on_share_mean']:.1f}% (mean), trial share "
-                      f"{100 * auto['trial_share_mean']:.1f}% (mean)", "",
-                      "| seed | steps | on-share | trials | trial share | decisions (step: on/off keep, measured "
-                      "speed-up) |", "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
-            for a in auto["auto"]:
-                decisions = "; ".join(
-                    f"{int(d[0])}: {'ON' if d[1] else 'off'} {d[2]:g} {'n/a' if d[4] != d[4] else f'{d[4]:.2f}x'}"
-                    for d in a["history"]
-                )
-                lines.append(f"| {a['seed']} | {a['steps']} | {100 * a['on_share']:.1f}% | {a['trials']} | "
-                             f"{100 * a['trial_share']:.1f}% | {decisions} |")  # fmt: skip
-            lines += ["", "Last reason per seed:"]
-            lines += [f"- seed {a['seed']}: {a['reason']}" for a in auto["auto"]]
-        lines.append("")
+        lines += suite_lines(name, suite)
     lines += ["## Targets", ""] + [f"- {t}" for t in summary["targets"]] + [""]
+    if summary.get("long"):
+        lines += ["## Ablation: trial windows 4x as long (`auto-topk-long`)", "", LONG_TEXT, ""]
+        for name, suite in summary["long"].items():
+            lines += suite_lines(name, suite, "###")
+        lines += ["### Its targets", ""] + [f"- {t}" for t in summary["long_targets"]] + [""]
     if meta.get("reading"):
         lines += ["## Reading", "", meta["reading"], ""]
     if meta.get("notes"):
@@ -291,7 +318,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     suites = {name: read_jsonl(args.results / f"trials-{name}" / "runs.jsonl") for name in SUITES}
     summary: dict[str, Any] = {"suites": {n: summarize(r) for n, r in suites.items() if r}}
-    summary["targets"] = [t for n, suite in summary["suites"].items() for t in targets(n, suite)]
+    summary["targets"] = [
+        t for n, suite in summary["suites"].items() for arm in AUTO_ARMS for t in targets(n, suite, arm)
+    ]
+    long = {name: read_jsonl(args.results / f"trials-long-{name}" / "runs.jsonl") for name in LONG_SUITES}
+    summary["long"] = {name: summarize(runs) for name, runs in long.items() if runs}
+    summary["long_targets"] = [t for n, suite in summary["long"].items() for t in targets(n, suite, "auto-topk-long")]
     lm_path = args.results / "trials-lm" / "runs.jsonl"
     summary["lm"] = lm_summary(read_jsonl(lm_path)) if lm_path.exists() else {}
     out = args.results / "trials"
@@ -303,7 +335,8 @@ def main(argv: list[str] | None = None) -> None:
     if summary["lm"]:
         text = text.rstrip() + "\n\n" + "\n".join(lm_lines(summary["lm"]))
     lm_runs = read_jsonl(lm_path) if lm_path.exists() else []
-    plot = plot_trials({**suites, "lm": [r for r in lm_runs if r["arm"] == "auto"]}, out)
+    default = {name: [r for r in runs if r["arm"] == "auto-topk"] for name, runs in suites.items()}
+    plot = plot_trials({**default, "lm": [r for r in lm_runs if r["arm"] == "auto"]}, out)
     if plot is not None:
         text = text.rstrip() + f"\n\nDecisions over training: [{plot.name}]({plot.name}).\n"
     previous.write_text(json.dumps(summary, indent=1))

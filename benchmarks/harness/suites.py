@@ -34,6 +34,7 @@ RECIPE_SUITES = {  # the user's-recipe suites (auto, calibration): name: (sample
     "cnn100k": (100_000, "cnn", 0.0, 8),
     "mlp100k": (100_000, "mlp", 0.0, 16),
     "noisy100k": (100_000, "cnn", 0.2, 8),
+    "noisy30-100k": (100_000, "cnn", 0.3, 8),  # issue 28's second flipped-label suite (auto trials only)
 }
 
 

@@ -93,7 +93,7 @@ def test_limits_in_plain_epochs():
 def test_plan_grids_every_family_at_every_lr():
     arms = SUITES["continued"].plan(smoke=False)
     plain = [a for a, _ in arms if a.name == "plain"]
-    lrs = (1e-3, 3e-3, 6e-3, 1.2e-2, 2.4e-2)  # the grid and its widening at the top
+    lrs = (1e-3, 3e-3, 6e-3, 1.2e-2, 2.4e-2, 4.8e-2, 9.6e-2)  # the grid and its widening at the top
     assert {(a.batch, a.lr) for a in plain} == {(b, lr) for b in (64, 128, 256) for lr in lrs}
     wider = {"plain", *SUITES["continued"].wider_families}
     for name in {a.name for a, _ in arms}:

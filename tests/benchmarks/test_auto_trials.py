@@ -1,0 +1,70 @@
+"""The keep="auto" trials table (``benchmarks/auto/trials_table.py``): its targets on planted records whose answers
+are known, for both flipped-label suites and the long-window ablation arm; and that arm's settings."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.auto.arms import ablation_arms
+from benchmarks.auto.trials_table import main, summarize, targets
+
+
+def _run(arm: str, seed: int, final: float, seconds: float, auto: bool = False) -> dict:
+    """A run whose test curve rises linearly from 0.5 to ``final`` over ``seconds`` (8 evaluations)."""
+    curve = [{"seconds": seconds * i / 8, "accuracy": 0.5 + (final - 0.5) * i / 8} for i in range(1, 9)]
+    record = {"arm": arm, "seed": seed, "accuracy": final, "seconds": seconds, "curve": curve, "steps": 800}
+    if auto:
+        record["auto"] = {"on_share": 0.5, "trials": 1, "trial_share": 0.25, "history": [[400.0, 1.0, 0.25, 2.0,
+                          1.5]], "reason": "trial 1: select at keep 0.25"}  # fmt: skip
+    return record
+
+
+def _suite(user: float, topk: tuple[float, float], auto: tuple[float, float], arm: str) -> list[dict]:
+    runs = []
+    for seed, wobble in enumerate((-0.001, 0.0, 0.001)):
+        runs += [_run("user", seed, user + wobble, 10.0), _run("topk-0.25", seed, topk[0] + wobble, topk[1]),
+                 _run(arm, seed, auto[0] + wobble, auto[1], auto=True)]  # fmt: skip
+    return runs
+
+
+def test_capture_target_reads_the_ratio_to_top_k():
+    """The user's curve reaches its final accuracy at its last evaluation (10 s); top-k's (final 0.95 over 5 s)
+    reaches 0.90 at 4.44 s: 2.25x; an arm at 0.95 over 8 s gets there at 7.11 s: 1.41x, 0.63 of top-k's < 0.87."""
+    suite = summarize(_suite(0.90, (0.95, 5.0), (0.95, 8.0), "auto-topk-long"))
+    assert suite["arms"]["topk-0.25"]["speedup_mean"] == pytest.approx(2.25, rel=0.01)
+    (said,) = targets("mlp100k", suite, "auto-topk-long")
+    assert said.startswith("mlp100k: auto-topk-long captures top-k's win: **missed**") and "ratio 0.63" in said
+    suite = summarize(_suite(0.90, (0.95, 5.0), (0.95, 5.5), "auto-topk"))
+    assert "**met**" in targets("cnn100k", suite)[0]
+
+
+@pytest.mark.parametrize("name", ["noisy100k", "noisy30-100k"])
+def test_never_loses_on_both_flipped_label_suites(name):
+    """Below the user's mean minus one seed sd (0.001) is a loss; so is a speed-up under 0.95."""
+    kept = targets(name, summarize(_suite(0.90, (0.80, 5.0), (0.9005, 9.0), "auto-topk")))
+    assert ["**met**" in t for t in kept] == [True, True]
+    lost = targets(name, summarize(_suite(0.90, (0.80, 5.0), (0.897, 9.0), "auto-topk")))
+    assert "**missed**" in lost[0] and "**missed**" in lost[1]  # never reaches the user's accuracy: no speed-up
+
+
+def test_table_reads_the_ablation_folders(tmp_path):
+    """``trials-long-<suite>`` feeds the ablation section and its targets; the main targets are untouched by it."""
+    folders = {
+        "trials-mlp100k": _suite(0.9, (0.95, 5.0), (0.9, 10.0), "auto-topk"),
+        "trials-long-mlp100k": _suite(0.9, (0.95, 5.0), (0.95, 5.5), "auto-topk-long"),
+    }
+    for name, rows in folders.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    main(["--results", str(tmp_path)])
+    summary = json.loads((tmp_path / "trials" / "summary.json").read_text())
+    assert [t.split(":")[1].strip() for t in summary["targets"]] == ["auto-topk captures top-k's win"]
+    assert "**missed**" in summary["targets"][0] and "**met**" in summary["long_targets"][0]
+    assert "## Ablation: trial windows 4x as long" in (tmp_path / "trials" / "table.md").read_text()
+
+
+def test_ablation_arm_trials_longer_windows_at_one_keep():
+    (arm,) = ablation_arms({"batch": 256, "lr": 2e-3})
+    assert (arm.name, arm.policy, arm.keep, arm.long_trials) == ("auto-topk-long", "topk", "auto", 64)
