@@ -98,14 +98,15 @@ class Suite:
 
 SUITES = {  # the frontier's best LR sat at the first grid's top (2x) on every suite: widened for plain and the best
     # selection configurations until the best LR at every budget sat below the grid's top (the ConvNet suites: 4x, 8x,
-    # 16x, then 32x, where 16x was best at the smallest budget; the MLP: 4x and 8x for every family, then 16x and 32x)
+    # 16x, then 32x, where 16x was best at the smallest budget, and from scratch 64x, where top-k 0.25 was best at 32x;
+    # the MLP: 4x and 8x for every family, then 16x and 32x)
     "continued": Suite(
         "continued", "cnn", True, 6, (1, 2, 3, 4, 6), (1, 2, 3, 4, 6, 8, 12),
         wider=(4.0, 8.0, 16.0, 32.0), wider_families=("topk-0.25", "topk-0.5", "warm-topk-0.5"),
     ),
     "scratch-cnn": Suite(
         "scratch-cnn", "cnn", False, 8, (1, 2, 3, 4, 6, 8), (2, 3, 4, 6, 8, 12),
-        wider=(4.0, 8.0, 16.0, 32.0), wider_families=("topk-0.25", "topk-0.5"),
+        wider=(4.0, 8.0, 16.0, 32.0, 64.0), wider_families=("topk-0.25", "topk-0.5"),
     ),
     "scratch-mlp": Suite(
         "scratch-mlp", "mlp", False, 16, (2, 4, 6, 8, 12, 16), (2, 4, 6, 8, 12, 16, 24), (1 / 3, 1.0, 2.0, 4.0, 8.0),
