@@ -53,8 +53,9 @@ class SelectArm(OwnRecipe):
         keep: the share kept per SB batch, or ``"auto"``.
         score: ``"loss"`` or ``"gradnorm"`` (sbdata's ``score=``).
         weighted: train on the importance-weighted mean (``return_weights=True``).
-        long_trials: ``keep="auto"`` only: trial windows and settling parts of this many loader batches each and
-            keep 0.25 the only share trialled (the switch-transient ablation); None: every trial setting default.
+        trial_windows: ``keep="auto"`` only: ``(window, settle)``, the loader batches of each trial window's measured
+            and settling parts, keep 0.25 the only share trialled (the switch-transient ablation); None: every trial
+            setting default.
     """
 
     name: str
@@ -64,7 +65,7 @@ class SelectArm(OwnRecipe):
     keep: float | str = 1.0
     score: str = "loss"
     weighted: bool = False
-    long_trials: int | None = None
+    trial_windows: tuple[int, int] | None = None
 
     def build(self, model, split, *, family: str, batch: int, epochs: int, seed: int) -> tuple[Any, Probe]:
         source = ShuffledBatches(split.fields(), self.batch, seed)
@@ -73,9 +74,9 @@ class SelectArm(OwnRecipe):
         keep: Any = self.keep
         if self.keep == "auto":
             keep = Auto(decisions_kept=DECISIONS_KEPT)
-            if self.long_trials is not None:
-                keep = Auto(keeps=(0.25,), window=self.long_trials, settle=self.long_trials,
-                            decisions_kept=DECISIONS_KEPT)  # fmt: skip
+            if self.trial_windows is not None:
+                window, settle = self.trial_windows
+                keep = Auto(keeps=(0.25,), window=window, settle=settle, decisions_kept=DECISIONS_KEPT)
         loader = SBLoader(
             source, model, F.cross_entropy, keep=keep, policy=self.policy, score=self.score,
             return_weights=self.weighted, generator=seed, nan_policy="keep", split=_inputs_targets,
@@ -111,10 +112,16 @@ def suite_arms(user: dict[str, Any], tuned: dict[str, Any]) -> list[SelectArm]:
 
 
 def ablation_arms(user: dict[str, Any]) -> list[SelectArm]:
-    """Arms run only when named in ``--arms``: ``auto-topk-long``, ``keep="auto"`` on top-k with trial windows and
-    settling parts of 64 loader batches (4x the default's on these suites) and keep 0.25 alone, so a trial (8 windows
-    of 128 batches) outlasts more of the switch's transient."""
-    return [SelectArm("auto-topk-long", user["batch"], user["lr"], policy="topk", keep="auto", long_trials=64)]
+    """Arms run only when named in ``--arms``, ``keep="auto"`` on top-k with keep 0.25 alone and longer trial windows
+    than the default's 16 + 16 loader batches on these suites: ``auto-topk-long``, measured and settling parts of 64
+    each (a trial of 8 windows of 128 batches outlasts more of the switch's transient); ``auto-topk-long-window``, a
+    measured part of 64 after the default's settling part of 16 (8 windows of 80: is it the averaging or the
+    settling that matters?)."""
+    b, lr = user["batch"], user["lr"]
+    return [
+        SelectArm("auto-topk-long", b, lr, policy="topk", keep="auto", trial_windows=(64, 64)),
+        SelectArm("auto-topk-long-window", b, lr, policy="topk", keep="auto", trial_windows=(64, 16)),
+    ]
 
 
 BLOCK, ROUNDS, WARMUP = 32, 41, 2

@@ -31,8 +31,8 @@ SUITES = ("mlp100k", "cnn100k", "noisy100k", "noisy30-100k")
 LONG_SUITES = ("mlp100k", "cnn100k", "noisy100k")  # the long-window ablation's own runs: trials-long-<suite>
 NOISY = ("noisy100k", "noisy30-100k")  # where auto must never lose
 LM_ARMS = ("baseline", "auto")
-ARMS = ("user", "topk-0.25", "random-0.25", "auto-topk", "auto-topk-long")
-AUTO_ARMS = ("auto-topk", "auto-topk-long")
+ARMS = ("user", "topk-0.25", "random-0.25", "auto-topk", "auto-topk-long", "auto-topk-long-window")
+AUTO_ARMS = ("auto-topk", "auto-topk-long", "auto-topk-long-window")
 CAPTURE = 0.87  # auto's speed-up at least this share of top-k 0.25's (mlp100k, cnn100k)
 NO_LOSS = 0.95  # auto's speed-up at least this on noisy100k
 
@@ -165,11 +165,13 @@ def suite_lines(name: str, suite: dict[str, Any], heading: str = "##") -> list[s
 
 
 LONG_TEXT = (
-    '`keep="auto"` on top-k with `Auto(keeps=(0.25,), window=64, settle=64)`: trial windows and settling parts 4x '
-    "the default's on these suites (16) and keep 0.25 alone, so a trial is 8 windows of 128 loader batches (1,024 "
-    "batches; the default's is 12 of 32, 384). Does a trial that outlasts more of the switch's transient capture "
-    "top-k's win, and still stay off where selection loses? Each suite's runs are its own (`trials-long-<suite>`): "
-    "the user's recipe and top-k 0.25 beside the ablation, in one job, one process."
+    '`keep="auto"` on top-k with keep 0.25 alone and longer trial windows than the default\'s 16 + 16 loader '
+    "batches on these suites: `auto-topk-long`, `Auto(keeps=(0.25,), window=64, settle=64)`, a trial of 8 windows of "
+    "128 batches (1,024; the default's is 12 windows of 32, 384), to outlast more of the switch's transient; "
+    "`auto-topk-long-window`, `window=64, settle=16`, 8 windows of 80 (640): is it the longer average or the longer "
+    "settling that matters? Does a longer trial capture top-k's win, and still stay off where selection loses? Each "
+    "suite's runs are its own (`trials-long-<suite>`): the user's recipe and top-k 0.25 beside the ablation, one "
+    "process; the flipped-label suite at 30% has both arms in `trials-noisy30-100k`."
 )
 
 
@@ -192,7 +194,7 @@ def table(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         lines += suite_lines(name, suite)
     lines += ["## Targets", ""] + [f"- {t}" for t in summary["targets"]] + [""]
     if summary.get("long"):
-        lines += ["## Ablation: trial windows 4x as long (`auto-topk-long`)", "", LONG_TEXT, ""]
+        lines += ["## Ablation: longer trial windows (`auto-topk-long`, `auto-topk-long-window`)", "", LONG_TEXT, ""]
         for name, suite in summary["long"].items():
             lines += suite_lines(name, suite, "###")
         lines += ["### Its targets", ""] + [f"- {t}" for t in summary["long_targets"]] + [""]
@@ -323,7 +325,9 @@ def main(argv: list[str] | None = None) -> None:
     ]
     long = {name: read_jsonl(args.results / f"trials-long-{name}" / "runs.jsonl") for name in LONG_SUITES}
     summary["long"] = {name: summarize(runs) for name, runs in long.items() if runs}
-    summary["long_targets"] = [t for n, suite in summary["long"].items() for t in targets(n, suite, "auto-topk-long")]
+    summary["long_targets"] = [
+        t for n, suite in summary["long"].items() for arm in AUTO_ARMS[1:] for t in targets(n, suite, arm)
+    ]
     lm_path = args.results / "trials-lm" / "runs.jsonl"
     summary["lm"] = lm_summary(read_jsonl(lm_path)) if lm_path.exists() else {}
     out = args.results / "trials"
