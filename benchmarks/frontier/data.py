@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from benchmarks.harness._sb import LossCache
-from benchmarks.harness.data import Data, ShuffledBatches, mnist1d
+from benchmarks.harness.data import NOISE_SEED, Data, ShuffledBatches, flip_labels, mnist1d
 from benchmarks.harness.models import MODELS, RECIPES
 from benchmarks.harness.train import train_epochs
 from examples.common import accuracy
@@ -104,10 +104,12 @@ class Mix(Data):
         return torch.arange(self.sizes.pretrain)
 
 
-def scratch(samples: int = 20_000) -> Mix:
-    """MNIST-1D (``samples``, 80/20) for a run from scratch: the test set is the mix test set."""
+def scratch(samples: int = 20_000, noise: float = 0.0) -> Mix:
+    """MNIST-1D (``samples``, 80/20) for a run from scratch: the test set is the mix test set; ``noise`` of the
+    training labels flipped (the harness's fixed pattern, the same for every arm and seed; the test labels clean)."""
     split = mnist1d(samples)
-    return Mix(split.x_train, split.y_train, split.x_test, split.y_test)
+    y_train = split.y_train if not noise else flip_labels(split.y_train, noise, NOISE_SEED)[0]
+    return Mix(split.x_train, y_train, split.x_test, split.y_test)
 
 
 def mix(sizes: Sizes = Sizes(), pretrained_dir: Path | None = None) -> Mix:

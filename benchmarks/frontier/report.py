@@ -211,7 +211,8 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
             f"{100 * pre['acc_old']:.2f}%."
         )
     else:
-        lines.append(f"MNIST-1D, {samples:,} training samples, from scratch.")
+        flipped = f", {suite.noise:.0%} of their labels flipped (the test labels clean)" if suite.noise else ""
+        lines.append(f"MNIST-1D, {samples:,} training samples{flipped}, from scratch.")
     lines += [
         f"Seeds {seeds}. The user's recipe (plain b{recipe['batch']} lr {recipe['lr']:g}, {ref['epochs']} epochs): "
         f"{100 * ref['acc_mix']:.2f}% in {ref['seconds']:.2f} priced s. Budgets: "

@@ -1,7 +1,8 @@
 """Selection against the budget-matched tuned frontier: continued training on data the model mostly knows, and from
 scratch (issue 30).
 
-Exact commands (from the repository root; SUITE is ``continued``, ``scratch-cnn`` or ``scratch-mlp``):
+Exact commands (from the repository root; SUITE is ``continued``, ``scratch-cnn``, ``scratch-noisy`` or
+``scratch-mlp``):
 
     python -m benchmarks frontier pretrain continued   # the pretrained model and cache of every seed (not timed)
     python -m benchmarks frontier run SUITE --worker 0/2 & python -m benchmarks frontier run SUITE --worker 1/2; wait
@@ -179,7 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds:
         seeds = tuple(int(s) for s in args.seeds.split(","))
     worker = tuple(int(v) for v in args.worker.split("/"))
-    data = mix(sizes, out / "pretrained") if suite.continued else scratch(2_000 if args.smoke else 20_000)
+    if suite.continued:
+        data = mix(sizes, out / "pretrained")
+    else:
+        data = scratch(2_000 if args.smoke else 20_000, noise=suite.noise)
     stages = ["pretrain", "run", "timing", "report"] if args.stage == "all" else [args.stage]
     out.mkdir(parents=True, exist_ok=True)
     for stage in stages:

@@ -35,6 +35,7 @@ class Suite:
         wider: more LR multipliers, for plain training and the families in ``wider_families`` only (the best
             selection configurations): where the frontier's best LR sat at the top of ``lr_multipliers``.
         wider_families: the selection families ``wider`` applies to besides plain.
+        noise: the share of training labels flipped (from scratch only; the test labels stay clean). Default 0.
     """
 
     name: str
@@ -46,6 +47,7 @@ class Suite:
     lr_multipliers: tuple[float, ...] = (1 / 3, 1.0, 2.0)
     wider: tuple[float, ...] = ()
     wider_families: tuple[str, ...] = ()
+    noise: float = 0.0
 
     @property
     def recipe(self) -> dict:
@@ -107,6 +109,10 @@ SUITES = {  # the frontier's best LR sat at the first grid's top (2x) on every s
     "scratch-cnn": Suite(
         "scratch-cnn", "cnn", False, 8, (1, 2, 3, 4, 6, 8), (2, 3, 4, 6, 8, 12),
         wider=(4.0, 8.0, 16.0, 32.0, 64.0), wider_families=("topk-0.25", "topk-0.5"),
+    ),
+    "scratch-noisy": Suite(  # where selection must not pay: top-k trains on the flipped labels
+        "scratch-noisy", "cnn", False, 8, (1, 2, 3, 4, 6, 8), (2, 3, 4, 6, 8, 12),
+        wider=(4.0, 8.0, 16.0, 32.0), wider_families=("topk-0.25", "topk-0.5"), noise=0.2,
     ),
     "scratch-mlp": Suite(
         "scratch-mlp", "mlp", False, 16, (2, 4, 6, 8, 12, 16), (2, 4, 6, 8, 12, 16, 24), (1 / 3, 1.0, 2.0, 4.0, 8.0),

@@ -55,7 +55,10 @@ class Data:
         return out if index is None else tuple(t[index] for t in out)
 
 
-def dataset(num_samples: int, noise: float = 0.0, noise_seed: int = 123, cache: Path | None = CACHE) -> Data:
+NOISE_SEED = 123  # the flipped labels' pattern: the same for every benchmark, arm and seed
+
+
+def dataset(num_samples: int, noise: float = 0.0, noise_seed: int = NOISE_SEED, cache: Path | None = CACHE) -> Data:
     """MNIST-1D, with ``noise`` of the training labels flipped (a fixed pattern, the same for every arm and seed)."""
     split = mnist1d(num_samples, cache)
     data = Data(split.x_train, split.y_train, split.x_test, split.y_test)

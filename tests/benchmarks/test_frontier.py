@@ -148,3 +148,16 @@ def test_scratch_smoke(tmp_path):
     assert not (tmp_path / "pretrained").exists()
     table = (tmp_path / "table.md").read_text()
     assert "From scratch" in table and "selection at" in table
+
+
+def test_noisy_scratch_flips_the_harness_pattern_of_training_labels_only():
+    """The noisy suite's data: the harness's one flip pattern (the same as every other benchmark's noisy data), on the
+    training labels alone; the inputs and the test set are those of the clean suite."""
+    from benchmarks.frontier.data import scratch
+    from benchmarks.harness.data import NOISE_SEED, flip_labels
+
+    clean, noisy = scratch(2_000), scratch(2_000, noise=SUITES["scratch-noisy"].noise)
+    expected, flipped = flip_labels(clean.y_train, 0.2, NOISE_SEED)
+    assert noisy.y_train.equal(expected) and 0.15 < flipped.float().mean().item() < 0.25
+    assert (noisy.y_train != clean.y_train).equal(flipped)  # a flipped label is always another class
+    assert noisy.x_train.equal(clean.x_train) and noisy.y_test.equal(clean.y_test)
