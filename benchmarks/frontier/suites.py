@@ -104,18 +104,18 @@ SUITES = {  # the frontier's best LR sat at the first grid's top (2x) on every s
     # the MLP: 4x and 8x for every family, then 16x and 32x)
     "continued": Suite(
         "continued", "cnn", True, 6, (1, 2, 3, 4, 6), (1, 2, 3, 4, 6, 8, 12),
-        wider=(4.0, 8.0, 16.0, 32.0), wider_families=("topk-0.25", "topk-0.5", "warm-topk-0.5"),
+        wider=(4.0, 8.0, 16.0, 32.0), wider_families=("topk-0.25", "topk-0.5", "warm-topk-0.5", f"random-{KEEP}"),
     ),
     "scratch-cnn": Suite(
         "scratch-cnn", "cnn", False, 8, (1, 2, 3, 4, 6, 8), (2, 3, 4, 6, 8, 12),
-        wider=(4.0, 8.0, 16.0, 32.0, 64.0), wider_families=("topk-0.25", "topk-0.5"),
+        wider=(4.0, 8.0, 16.0, 32.0, 64.0), wider_families=("topk-0.25", "topk-0.5", f"random-{KEEP}"),
     ),
     "scratch-noisy": Suite(  # where selection must not pay: top-k trains on the flipped labels
         "scratch-noisy", "cnn", False, 8, (1, 2, 3, 4, 6, 8), (2, 3, 4, 6, 8, 12),
-        wider=(4.0, 8.0, 16.0, 32.0), wider_families=("topk-0.25", "topk-0.5"), noise=0.2,
+        wider=(4.0, 8.0, 16.0, 32.0), wider_families=("topk-0.25", "topk-0.5", f"random-{KEEP}"), noise=0.2,
     ),
     "scratch-mlp": Suite(
         "scratch-mlp", "mlp", False, 16, (2, 4, 6, 8, 12, 16), (2, 4, 6, 8, 12, 16, 24), (1 / 3, 1.0, 2.0, 4.0, 8.0),
-        wider=(16.0, 32.0), wider_families=("topk-0.25", "topk-0.5"),
+        wider=(16.0, 32.0), wider_families=("topk-0.25", "topk-0.5", f"random-{KEEP}"),
     ),
 }  # fmt: skip
