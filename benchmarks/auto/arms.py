@@ -73,10 +73,10 @@ class SelectArm(OwnRecipe):
             return source, Probe(len(source))
         keep: Any = self.keep
         if self.keep == "auto":
-            keep = Auto(decisions_kept=DECISIONS_KEPT)
+            windows: dict[str, Any] = {}
             if self.trial_windows is not None:
-                window, settle = self.trial_windows
-                keep = Auto(keeps=(0.25,), window=window, settle=settle, decisions_kept=DECISIONS_KEPT)
+                windows = {"keeps": (0.25,), "window": self.trial_windows[0], "settle": self.trial_windows[1]}
+            keep = Auto(decisions_kept=DECISIONS_KEPT, **windows)
         loader = SBLoader(
             source, model, F.cross_entropy, keep=keep, policy=self.policy, score=self.score,
             return_weights=self.weighted, generator=seed, nan_policy="keep", split=_inputs_targets,

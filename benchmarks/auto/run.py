@@ -47,6 +47,7 @@ from benchmarks.harness.train import train_run
 
 from .arms import BLOCK, NEVER, OFF, ROUNDS, WARMUP, SelectArm, Stepper, ablation_arms, suite_arms
 from .report import SUITES as REPORTED  # 'all' runs what report.py reads; noisy30-100k by 'run' only
+from .report import report
 
 RESULTS = results_dir("auto")
 SUITES = RECIPE_SUITES  # name: (samples, family, label noise, epochs)
@@ -178,13 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         spawn([["run", name] for name in REPORTED], args.jobs, common)
         main(["timing", *common])
         run_lm(args.out, args.jobs, args.smoke)
-        from .report import report
-
         report(args.out, wall_seconds=time.time() - started)
         return 0
     if args.stage == "report":
-        from .report import report
-
         report(args.out)
         return 0
     if args.stage == "lm":

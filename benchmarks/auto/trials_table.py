@@ -34,7 +34,7 @@ LM_ARMS = ("baseline", "auto")
 ARMS = ("user", "topk-0.25", "random-0.25", "auto-topk", "auto-topk-long", "auto-topk-long-window")
 AUTO_ARMS = ("auto-topk", "auto-topk-long", "auto-topk-long-window")
 CAPTURE = 0.87  # auto's speed-up at least this share of top-k 0.25's (mlp100k, cnn100k)
-NO_LOSS = 0.95  # auto's speed-up at least this on noisy100k
+NO_LOSS = 0.95  # auto's speed-up at least this on the flipped-label suites (NOISY)
 
 
 def per_seed(run: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.records import read_jsonl, write_results
-from benchmarks.harness.stats import curve, mean, reach, seconds_to
+from benchmarks.harness.stats import curve, mean, reach, sd, seconds_to
 
 SUITES = ("cnn100k", "mlp100k", "noisy100k")
 TTA_SUITE = {"cnn100k": "clean100k", "mlp100k": "mlp100k", "noisy100k": "noisy100k"}  # same data, model, recipe
@@ -325,15 +325,18 @@ def measured_options(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _named(recommendation: str) -> str | None:
-    """The option a recommendation names (None: "measure it", which names none)."""
+def _named(recommendation: str) -> tuple[str | None, str | None]:
+    """The option a recommendation names, in full, and the measured option judged in its place: its share with fresh
+    scoring (no arm with a ``LossCache`` was measured), None where that share was not measured either. (None, None)
+    for "measure it", which names none."""
     kind, _, rest = recommendation.partition(":")
     if kind.startswith("train on whole batches"):
-        return "whole batches"
+        return "whole batches", "whole batches"
     if kind.startswith("select"):
-        option = rest.strip().split(" ")[0]
-        return option if option in MEASURED_OPTIONS else f"{option} (not measured here)"
-    return None
+        option = rest.strip().split(" (")[0]  # "keep=0.25 + LossCache(staleness=2)" from "... (the default) is ..."
+        share = option.split(" ")[0]
+        return option, share if share in MEASURED_OPTIONS else None
+    return None, None
 
 
 def recommendations(records: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -342,25 +345,18 @@ def recommendations(records: list[dict[str, Any]], rows: list[dict[str, Any]]) -
     options = measured_options(rows)
     best_name = max(options, key=lambda k: options[k]["speedup"])
     best = options[best_name]
-    sd = _sd(best["seeds"])
+    spread = sd(best["seeds"])
     checks = []
     for record in sorted(records, key=lambda r: r["seed"]):
         for point in record["inspections"]:
             said = point["loss"]["recommendation"]
-            named = _named(said)
-            got = None if named is None or named not in options else options[named]["speedup"]
-            met = got is not None and got >= best["speedup"] - sd
+            named, judged = _named(said)
+            got = None if judged is None or judged not in options else options[judged]["speedup"]
+            met = got is not None and got >= best["speedup"] - spread
             checks.append({"seed": record["seed"], "at": point["at"], "said": said.split(":")[0], "named": named,
-                           "measured": got, "met": met})  # fmt: skip
-    return {"options": options, "best": best_name, "best_sd": sd, "checks": checks,
+                           "judged_as": judged, "measured": got, "met": met})  # fmt: skip
+    return {"options": options, "best": best_name, "best_sd": spread, "checks": checks,
             "met": sum(c["met"] for c in checks), "total": len(checks)}  # fmt: skip
-
-
-def _sd(values: list[float]) -> float:
-    if len(values) < 2:
-        return 0.0
-    m = sum(values) / len(values)
-    return (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5
 
 
 def recommendation_text(name: str, got: dict[str, Any]) -> str:
@@ -372,13 +368,17 @@ def recommendation_text(name: str, got: dict[str, Any]) -> str:
         f"\n`advise`'s recommendation against the measured options ({name}; issue 28: within one seed sd of the best "
         "measured one)\n",
         f"Measured options (speed-up): {options}. Best: **{got['best']}** (one seed sd {got['best_sd']:.2f}).\n",
-        "| seed | point | advise said | option named | its measured speed-up | within one sd of the best |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| seed | point | advise said | option named | judged by the measurement of | its measured speed-up | within "
+        "one sd of the best |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for c in got["checks"]:
         measured = "" if c["measured"] is None else f"{c['measured']:.2f}"
         named = c["named"] or "none (measure it)"
-        lines.append(f"| {c['seed']} | {c['at']:.0%} | {c['said']} | {named} | {measured} | "
+        judged = c["judged_as"] or ("" if c["named"] is None else "not measured")
+        if c["named"] and c["judged_as"] and c["named"] != c["judged_as"]:
+            judged += " (fresh scoring: no cached arm was measured)"
+        lines.append(f"| {c['seed']} | {c['at']:.0%} | {c['said']} | {named} | {judged} | {measured} | "
                      f"{'met' if c['met'] else 'missed'} |")  # fmt: skip
     lines.append(f"\n{got['met']} of {got['total']} met.\n")
     return "\n".join(lines)

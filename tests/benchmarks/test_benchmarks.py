@@ -234,6 +234,19 @@ def test_calibration_smoke(tmp_path):
     assert record["accuracy"] == plain["accuracy"]  # advise on the live model changed nothing in the run
 
 
+def test_calibration_names_the_option_advise_recommends_and_what_stands_for_it():
+    """A recommended cached option is reported in full and judged by its share's fresh-scoring measurement (no
+    cached arm was measured): never silently as the fresh option itself."""
+    from benchmarks.calibration.report import _named
+
+    said = "select: keep=0.25 + LossCache(staleness=2) (the default) is predicted 1.53x-1.89x the progress"
+    assert _named(said) == ("keep=0.25 + LossCache(staleness=2)", "keep=0.25")
+    assert _named("select: keep=0.5 (the default) is predicted 1.2x") == ("keep=0.5", "keep=0.5")
+    assert _named("select: keep=0.75 (the default) is predicted 1.2x") == ("keep=0.75", None)
+    assert _named("train on whole batches: even where only seconds count") == ("whole batches", "whole batches")
+    assert _named("measure it: keep=0.5 is predicted 0.9x-1.1x") == (None, None)
+
+
 # ----------------------------------------------------------------- the layout: one harness, folders that share nothing
 BENCHMARKS = ROOT / "benchmarks"
 FOLDERS = {
