@@ -49,6 +49,15 @@ class Suite:
     wider_families: tuple[str, ...] = ()
     noise: float = 0.0
 
+    def __post_init__(self) -> None:
+        if self.noise and self.continued:
+            raise ValueError(f"suite {self.name!r}: noise= flips labels from scratch only; a continued suite's mix "
+                             "has none: pass noise=0.0 or continued=False")  # fmt: skip
+        unknown = sorted(set(self.wider_families) - {arm.name for arm, _ in self.families()})
+        if unknown:
+            raise ValueError(f"suite {self.name!r}: wider_families names {unknown}, not among its families: pass "
+                             f"names from {[arm.name for arm, _ in self.families()]}")  # fmt: skip
+
     @property
     def recipe(self) -> dict:
         return dict(RECIPES[self.family])

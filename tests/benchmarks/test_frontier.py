@@ -161,3 +161,12 @@ def test_noisy_scratch_flips_the_harness_pattern_of_training_labels_only():
     assert noisy.y_train.equal(expected) and 0.15 < flipped.float().mean().item() < 0.25
     assert (noisy.y_train != clean.y_train).equal(flipped)  # a flipped label is always another class
     assert noisy.x_train.equal(clean.x_train) and noisy.y_test.equal(clean.y_test)
+
+
+def test_suite_refuses_what_it_would_silently_ignore():
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="noise= flips labels from scratch only"):
+        replace(SUITES["continued"], noise=0.2)
+    with pytest.raises(ValueError, match=r"wider_families names \['topk-0.3'\]"):
+        replace(SUITES["scratch-cnn"], wider_families=("topk-0.3",))
