@@ -6,6 +6,7 @@ Exact commands (from the repository root; run alone, one process; the recorded r
     python -m benchmarks calibration run cnn100k        # one suite (cnn100k, mlp100k, noisy100k)
     python -m benchmarks calibration report             # tables -> benchmarks/results/calibration/
     python -m benchmarks calibration all --smoke --fixed-costs --out /tmp/cal   # seconds; what CI runs
+    python -m benchmarks calibration trial mlp100k      # advise's branch trial along the run (trial.py)
 
 The predicted side: each suite's user recipe (the auto benchmark's suites, ``harness/suites.RECIPE_SUITES``; the
 plain arm, trained by ``harness/train.train_run`` through the one run loop) is trained per seed, and at the start
@@ -42,6 +43,7 @@ from benchmarks.harness.train import train_run, user_optimizer
 
 from .report import SUITES as REPORTED  # what 'all' runs and report.py reads
 from .report import report
+from .trial import run_trials, trial_report
 
 RESULTS = results_dir("calibration")
 SUITES = RECIPE_SUITES  # name: (samples, family, label noise, epochs), as the auto benchmark trains them
@@ -60,11 +62,12 @@ def _inputs_targets(batch: tuple[Any, ...]) -> tuple[Any, Any]:
 
 
 def advisor(data: Any, family: str, seed: int, fixed: bool) -> Any:
-    """``inspect(model, progress)`` for ``train_run``: ``advise`` on the live model for every score, as a record."""
+    """``inspect(model, progress, optimizer)`` for ``train_run``: ``advise`` on the live model for every score, as a
+    record (a fresh optimizer of the recipe's, as recorded)."""
     recipe = RECIPES[family]
     calls = [0]
 
-    def inspect(model: Any, progress: float) -> dict[str, Any]:
+    def inspect(model: Any, progress: float, optimizer: Any) -> dict[str, Any]:
         loader = ShuffledBatches(data.fields(), recipe["batch"], seed + ADVICE_ORDER)
         loader.set_epoch(calls[0])
         calls[0] += 1
@@ -136,14 +139,35 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("stage", choices=["all", "run", "report"])
-    parser.add_argument("suite", nargs="?", choices=sorted(SUITES), help="the suite ('run' only)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default results/calibration)")
+    parser.add_argument("stage", choices=["all", "run", "report", "trial", "trial-report"])
+    parser.add_argument("suite", nargs="?", choices=sorted(SUITES), help="the suite ('run' and 'trial' only)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results folder (default results/calibration)",
+    )
     measured = "the recorded results read (default benchmarks/results: auto/, time_to_accuracy/)"
     parser.add_argument("--measured", type=Path, default=RESULTS.parent, help=measured)
     parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 2 epochs, one seed")
     parser.add_argument("--fixed-costs", action="store_true", help="advise prices with a fixed cost table (FE)")
+    parser.add_argument(
+        "--trial-steps",
+        type=int,
+        default=None,
+        help="trial stages: loader batches per option instead of advise's default (the length ablation)",
+    )
     args = parser.parse_args(argv)
+    if args.stage in ("trial", "trial-report"):
+        out = args.out if args.out is not None else RESULTS
+        if args.stage == "trial-report":
+            trial_report(out, args.measured, args.trial_steps)
+            return 0
+        if args.suite is None:
+            parser.error("trial needs a suite: one of " + ", ".join(sorted(SUITES)))
+        run_trials(args.suite, out, args.smoke, args.fixed_costs, setup(), args.trial_steps)
+        return 0
+    args.out = args.out if args.out is not None else RESULTS
     if args.stage == "report":
         report(args.out, args.measured)
         return 0

@@ -119,7 +119,7 @@ def train_run(
     seed: int,
     evals: int = 8,
     clock: Any = time.perf_counter,
-    inspect: Callable[[Any, float], dict[str, Any]] | None = None,
+    inspect: Callable[[Any, float, Any], dict[str, Any]] | None = None,
     inspect_at: Sequence[float] = (),
     schedule: Callable[[float, float], float] = one_cycle,
     build_model: Callable[[], torch.nn.Module] | None = None,
@@ -136,7 +136,8 @@ def train_run(
         evals: test evaluations at evenly spaced loader progress (the last at the end).
         clock: the seconds counted (evaluations excluded); wall-clock ``time.perf_counter`` by default,
             ``_timing.cpu_clock`` (this thread's CPU time) where processes share the cores.
-        inspect: ``inspect(model, progress) -> dict``, called on the live model before the first step at or past
+        inspect: ``inspect(model, progress, optimizer) -> dict``, called on the live model and its optimizer (the
+            LR of the step about to be taken not yet set) before the first step at or past
             each share of training in ``inspect_at`` (0: before the first step); its seconds are excluded, like
             the evaluations'; what it returns is recorded under ``"inspections"`` with ``at`` and ``progress``.
         inspect_at: shares of training in [0, 1), ascending.
@@ -166,7 +167,7 @@ def train_run(
                 if progress < at:
                     break
                 seconds += clock() - started
-                inspections.append({"at": at, "progress": round(progress, 4), **inspect(model, progress)})
+                inspections.append({"at": at, "progress": round(progress, 4), **inspect(model, progress, optimizer)})
                 started = clock()
             for group in optimizer.param_groups:
                 group["lr"] = schedule((consumed - 1) / total, recipe["lr"])

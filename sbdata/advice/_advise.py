@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import copy
 import inspect
+import itertools
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ from torch import nn
 
 import sbdata.batch as _batch
 from sbdata._util import epoch_length, model_device
+from sbdata.advice._branch import Arm, Branch, measured_speedup, paired_se
 from sbdata.auto import CostTable, score_sums, small_batch_speedup, speedup_range, tau_from_sums
 from sbdata.policies import keep_count
 from sbdata.scoring import Scorer, per_sample_loss_fn
@@ -35,6 +37,9 @@ from sbdata.scoring import Scorer, per_sample_loss_fn
 __all__ = ["Advice", "advise"]
 
 MARGIN = 0.05  # a predicted speed-up must exceed 1 + MARGIN to be recommended (keep="auto"'s default margin)
+DEFAULT_TRIAL = 1024  # loader batches per option of the branch trial, with an optimizer (benchmarks/calibration/trial)
+MIN_TRIAL = 16  # a default trial shorter than this is not run (too short to outlast the switch's transient)
+PROBE_BATCHES = 8  # loader batches held out as the trial's probe when no probe= is given
 
 
 @dataclass
@@ -53,7 +58,20 @@ class Advice:
             ends of the range (noise-dominated; far above the critical batch), ``seconds_per_epoch`` the predicted
             seconds of one epoch (None without ``batches_per_epoch``). The option "smaller batch b" is the recipe
             at batch ``b = ceil(keep * B)`` on every sample (its learning rate retuned).
-        recommendation: one sentence: what to do, and why, in numbers.
+            With a branch trial, ``"measured"``: the option's measured speed-up (None where the trial has no such
+            option: the ``LossCache`` rows, whose reuse needs several epochs).
+        recommendation: one sentence: what to do, and why, in numbers: from the branch trial where one ran (the
+            best measured option, and what the controls say about why), else from the predicted range.
+        trial_steps: loader batches each option of the branch trial trained (0: no trial).
+        trial: per option of the branch trial, ``{"option", "arm", "keep", "seconds", "start", "end",
+            "difference", "se", "speedup", "curve"}``: ``arm`` one of ``"plain"``, ``"topk"``, ``"random"``,
+            ``"small"``; ``seconds`` its training seconds over the trial (measured, or priced by ``costs=``);
+            ``start`` and ``end`` the probe's mean quality (accuracy for class logits, else minus the per-sample
+            loss) before and after; ``difference`` its ``end`` minus plain's at equal loader batches, ``se`` the
+            paired standard error of that difference; ``speedup`` plain's seconds to the lower of the two final
+            qualities over the option's (> 1: faster; 0.0: it ended no higher than it started); ``curve`` the
+            :class:`~sbdata.advice.Curve` of checkpoints.
+        trial_note: why there was no trial, or why it was shorter than asked ("" otherwise).
     """
 
     batch: int
@@ -64,6 +82,9 @@ class Advice:
     score_share: float
     rows: list[dict[str, Any]] = field(default_factory=list)
     recommendation: str = ""
+    trial_steps: int = 0
+    trial: list[dict[str, Any]] = field(default_factory=list)
+    trial_note: str = ""
 
     def __str__(self) -> str:
         lines = [
@@ -73,10 +94,37 @@ class Advice:
             "bound (low) to far above the critical batch (high); s/epoch: predicted seconds per epoch",
             f"{'option':<36}{'low':>7}{'high':>7}{'s/epoch':>10}",
         ]
+        if self.trial:
+            lines[-1] += f"{'measured':>10}"
         for row in self.rows:
             seconds = "" if row["seconds_per_epoch"] is None else f"{row['seconds_per_epoch']:.2f}"
-            lines.append(f"{row['option']:<36}{row['low']:>6.2f}x{row['high']:>6.2f}x{seconds:>10}")
+            line = f"{row['option']:<36}{row['low']:>6.2f}x{row['high']:>6.2f}x{seconds:>10}"
+            if self.trial:
+                line += f"{_times(row.get('measured')):>10}"
+            lines.append(line)
+        if self.trial:
+            lines += [
+                f"branch trial: each option trained {self.trial_steps} loader batches on its own copy of your model "
+                "and optimizer, from the model as it is; quality: the probe's accuracy (class logits) or minus its "
+                "loss; measured: whole batches' seconds to the lower of the two final qualities over the option's "
+                "(> 1 pays); vs plain: final quality minus whole batches' at equal batches, +- its paired se",
+                f"{'option':<36}{'seconds':>9}{'start':>9}{'end':>9}{'vs plain':>18}{'measured':>10}",
+            ]
+            for row in self.trial:
+                versus = "" if row["arm"] == "plain" else f"{row['difference']:+.4f} +- {row['se']:.4f}"
+                lines.append(f"{row['option']:<36}{row['seconds']:>9.3f}{row['start']:>9.4f}{row['end']:>9.4f}"
+                             f"{versus:>18}{_times(row['speedup']):>10}")  # fmt: skip
+        if self.trial and self.trial_note:
+            lines.append(self.trial_note)
         return "\n".join([*lines, self.recommendation])
+
+
+def _times(value: float | None) -> str:
+    if value is None:
+        return ""
+    if value == 0:
+        return "never"
+    return f"{value:.2f}x" if math.isfinite(value) else "inf"
 
 
 def advise(
@@ -90,6 +138,8 @@ def advise(
     score: str = "loss",
     make_optimizer: Callable[[nn.Module], torch.optim.Optimizer] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
+    trial_steps: int | None = None,
+    probe: Iterable[Any] | None = None,
     split: Callable[[Any], tuple[Any, Any]] | None = None,
     device: torch.device | str | None = None,
     costs: CostTable | None = None,
@@ -114,6 +164,19 @@ def advise(
         optimizer: the user's optimizer of ``model``: the copy's optimizer is of its class and hyper-parameters,
             its state (moments, step counts) loaded, so the timed steps are the user's as they are now. Not with
             ``make_optimizer``.
+        trial_steps: loader batches each option of the *branch trial* trains (``sbdata.advice._branch``): from
+            the model as it is, each on its own copy of the model and of the optimizer (``optimizer=``, state
+            included, or ``make_optimizer=``) over the same batches, measured on the probe every
+            ``trial_steps // 8`` batches. The options: whole batches, top-k and its control ``random`` at each
+            share of ``keeps``, and the smaller batch ``ceil(keep * B)`` at your learning rate. They step in turn
+            on each batch as it arrives (memory: a copy of the model and optimizer per option, one batch held).
+            An int >= 8, or 0 for none. Default None: 1024 with an optimizer (on the benchmark suites, shorter
+            trials measured less of top-k's win: the switch's transient); without ``probe=``, what one epoch holds after
+            the timed steps and the probe (at least 16, else no trial; ``Advice.trial_note`` says which, and a
+            recommendation from a trial under 1024 says it may be the transient); none without an optimizer.
+        probe: held-out batches the trial measures on (a validation loader; never your test split), read once.
+            Default None: the :data:`PROBE_BATCHES` loader batches after the timed ones, which no branch trains
+            on (the trial then fits in what is left of one epoch).
         split: ``split(batch) -> (inputs, targets)``; default as :class:`~sbdata.SBLoader`'s.
         device: where to run; default the model's.
         costs: a fixed cost table instead of timing (tests; a calibrated table); the spread is measured anyway.
@@ -122,7 +185,9 @@ def advise(
 
     Raises:
         ValueError: for ``steps`` below 4 (or a loader of fewer than 4 batches), a share outside (0, 1], a
-            negative ``staleness``, both optimizer arguments, or a loader that ends before ``steps`` batches.
+            negative ``staleness``, both optimizer arguments, or a loader that ends before ``steps`` batches;
+            for ``trial_steps`` not an int >= 8 (or 0), given without an optimizer, or more than one epoch holds
+            without ``probe=``; for a ``probe`` without batches.
     """
     if steps is None:
         length = epoch_length(loader)
@@ -137,15 +202,26 @@ def advise(
         raise ValueError(f"staleness must be an int >= 0 (epochs a cached loss stays usable), got {staleness!r}")
     if make_optimizer is not None and optimizer is not None:
         raise ValueError("pass make_optimizer= or optimizer=, not both: optimizer= copies your optimizer and its state")
+    has_optimizer = optimizer is not None or make_optimizer is not None
+    if trial_steps is not None:
+        valid = isinstance(trial_steps, int) and not isinstance(trial_steps, bool)
+        if not valid or not (trial_steps == 0 or trial_steps >= 8):
+            raise ValueError(f"trial_steps must be an int >= 8 (loader batches per option), or 0 for no trial; got "
+                             f"{trial_steps!r}")  # fmt: skip
+        if trial_steps and not has_optimizer:
+            raise ValueError("trial_steps needs your optimizer to train the options on copies: pass optimizer= (its "
+                             "state is copied) or make_optimizer=")  # fmt: skip
     place = torch.device(device) if device is not None else model_device(model)
     scorer = Scorer(loss_fn, score=score)
     split_fn = split if split is not None else _batch.default_split
     timer = clock if clock is not None else _default_clock(place)
     trainee = copy.deepcopy(model).to(place)
     if optimizer is not None:
-        trained = _copy_optimizer(optimizer, model, trainee)
+        user_optimizer = optimizer
+        factory: Callable[[nn.Module], torch.optim.Optimizer] = lambda m: _copy_optimizer(user_optimizer, model, m)  # noqa: E731
     else:
-        trained = (make_optimizer or (lambda m: torch.optim.SGD(m.parameters(), lr=0.0)))(trainee)
+        factory = make_optimizer or (lambda m: torch.optim.SGD(m.parameters(), lr=0.0))
+    trained = factory(trainee)
     per_sample = per_sample_loss_fn(loss_fn)
     seconds: dict[str, dict[int, list[float]]] = {"score": {}, "train": {}}
     sums = torch.zeros(3, dtype=torch.float64, device=place)
@@ -174,10 +250,139 @@ def advise(
                 loss.backward()
                 trained.step()
                 _record(seconds["train"], size, timer() - started, index, steps)
+        del trainee, trained  # the timed copy: the trial's branches copy the user's model afresh
+        length = epoch_length(loader)
+        trial, note = _trial_size(trial_steps, has_optimizer, probe is not None, length, steps)
+        trials: list[dict[str, Any]] = []
+        if trial:
+
+            def prepare(batch: Any) -> tuple[Any, Any]:
+                return split_fn(_batch.to_device(batch, place))
+
+            held_out = _probe(probe, batches, prepare)
+            chosen = _trial_batches(loader, batches, trial, probe is not None)
+            trials = _branch_trial(
+                model, factory, chosen, trial, held_out, keeps, prepare=prepare, loss=per_sample, scorer=scorer,
+                device=place, timer=timer, costs=costs, batch=batch_size,
+            )  # fmt: skip
     total, squares, count = sums.tolist()
     measured_tau = tau_from_sums(total, squares, count) if count else 1.0
     table = costs if costs is not None else CostTable.fit(_medians(seconds["score"]), _medians(seconds["train"]))
-    return _advice(loader, batch_size, steps, table, measured_tau, keeps, staleness, score)
+    advice = _advice(loader, batch_size, steps, table, measured_tau, keeps, staleness, score)
+    return _with_trial(advice, trials, trial, note)
+
+
+def _trial_size(
+    asked: int | None, has_optimizer: bool, has_probe: bool, length: int | None, steps: int
+) -> tuple[int, str]:
+    """The trial's loader batches per option, and why there is none (or fewer) where that needs saying."""
+    if asked == 0 or (asked is None and not has_optimizer):
+        why = "" if asked == 0 else "no branch trial: pass optimizer= (your optimizer) to measure the options"
+        return 0, why
+    wanted = asked if asked is not None else DEFAULT_TRIAL
+    room = None if has_probe or length is None else length - steps - PROBE_BATCHES
+    if room is None or wanted <= room:
+        return wanted, ""
+    if asked is not None:
+        raise ValueError(
+            f"trial_steps={asked} does not fit in one epoch of {length} loader batches after the {steps} timed ones "
+            f"and the {PROBE_BATCHES} probe batches: pass probe= (held-out batches, e.g. a validation loader; never "
+            f"your test split) to trial over several epochs, or trial_steps <= {max(room, 0)}"
+        )
+    if room < MIN_TRIAL:
+        return 0, (
+            f"no branch trial: one epoch of {length} loader batches leaves {max(room, 0)} after the timed ones and "
+            f"the probe's, under {MIN_TRIAL}: pass probe= (held-out batches) to trial over several epochs"
+        )
+    return room, f"a branch trial of {room} loader batches per option (what one epoch leaves; pass probe= for more)"
+
+
+def _caution(steps: int) -> str:
+    """What a trial shorter than the default may have measured instead of the option ("" for a long enough one)."""
+    if steps >= DEFAULT_TRIAL:
+        return ""
+    return (
+        f"measured over {steps} loader batches per option only: on the benchmark suites, shorter trials measured less "
+        f"of top-k's win (the switch's transient: every option falls behind whole batches at first) and agreed with "
+        f"whole runs on 3 (128 batches) and 7 (512) of 12 early calls, {DEFAULT_TRIAL} on 10 "
+        f"(trial_steps={DEFAULT_TRIAL}; beyond one epoch it needs probe=)"
+    )
+
+
+def _probe(probe: Iterable[Any] | None, batches: Iterator[Any], prepare: Callable[[Any], tuple[Any, Any]]
+           ) -> list[tuple[Any, Any]]:  # fmt: skip
+    """The held-out batches on the device: ``probe``'s, or the next :data:`PROBE_BATCHES` of the loader's."""
+    source: Iterable[Any] = probe if probe is not None else itertools.islice(batches, PROBE_BATCHES)
+    held_out = [prepare(batch) for batch in source]
+    if not held_out:
+        raise ValueError("probe= yielded no batches: pass held-out batches (e.g. a validation loader)")
+    if probe is None and len(held_out) < PROBE_BATCHES:
+        raise ValueError("the loader ended inside the trial's probe: pass probe= or trial_steps=0")
+    return held_out
+
+
+def _trial_batches(loader: Iterable[Any], batches: Iterator[Any], count: int, new_epochs: bool) -> Iterator[Any]:
+    """The trial's ``count`` loader batches as the loader yields them, one at a time: the rest of this epoch, then
+    (with a probe of its own) new epochs."""
+    for got in range(count):
+        batch = next(batches, None)
+        if batch is None:
+            if not new_epochs:
+                raise ValueError(
+                    f"the loader ended after {got} of the trial's {count} batches: pass probe= (held-out batches) "
+                    "to trial over several epochs, or a smaller trial_steps"
+                )
+            batches = iter(loader)
+            batch = next(batches, None)
+            if batch is None:
+                raise ValueError("the loader yields nothing on a new epoch: pass trial_steps=0")
+        yield batch
+
+
+def _branch_trial(
+    model: nn.Module,
+    factory: Callable[[nn.Module], torch.optim.Optimizer],
+    chosen: Iterator[Any],
+    steps: int,
+    held_out: list[tuple[Any, Any]],
+    keeps: tuple[float, ...],
+    *,
+    prepare: Callable[[Any], tuple[Any, Any]],
+    loss: Callable[[Any, Any], torch.Tensor],
+    scorer: Scorer,
+    device: torch.device,
+    timer: Callable[[], float],
+    costs: CostTable | None,
+    batch: int,
+) -> list[dict[str, Any]]:
+    """Every option's branch, stepped in turn on each batch (the order rotating), and its row against plain's."""
+    arms = [Arm("plain")]
+    for keep in keeps:
+        if keep < 1:
+            arms += [Arm("topk", keep), Arm("random", keep), Arm("small", keep)]
+    branches = [Branch(arm, model, factory, loss=loss, scorer=scorer, device=device) for arm in arms]
+    lasts = [branch.measure(held_out) for branch in branches]
+    every = max(1, steps // 8)
+    for index, raw in enumerate(chosen):
+        inputs, targets = prepare(raw)
+        turn = index % len(branches)
+        for branch in branches[turn:] + branches[:turn]:
+            branch.step(inputs, targets, timer, costs)
+        if (index + 1) % every == 0 or index + 1 == steps:
+            lasts = [branch.measure(held_out) for branch in branches]
+    results = [(branch.curve, last) for branch, last in zip(branches, lasts, strict=True)]
+    plain_curve, plain_last = results[0]
+    rows = []
+    for arm, (curve, last) in zip(arms, results, strict=True):
+        rows.append({
+            "option": arm.name(batch), "arm": arm.kind, "keep": arm.keep, "seconds": curve.seconds[-1],
+            "start": curve.quality[0], "end": curve.quality[-1],
+            "difference": curve.quality[-1] - plain_curve.quality[-1],
+            "se": 0.0 if arm.kind == "plain" else paired_se(last, plain_last),
+            "speedup": 1.0 if arm.kind == "plain" else measured_speedup(plain_curve, curve),
+            "curve": curve,
+        })  # fmt: skip
+    return rows
 
 
 def _copy_optimizer(optimizer: torch.optim.Optimizer, model: nn.Module, copy_: nn.Module) -> torch.optim.Optimizer:
@@ -285,3 +490,79 @@ def _advice(
             f"{top['low']:.2f}x-{top['high']:.2f}x (retune its learning rate)"
         )
     return Advice(batch, per_epoch, steps, costs, tau_ if math.isfinite(tau_) else 1.0, share, rows, text)
+
+
+def _with_trial(advice: Advice, trials: list[dict[str, Any]], steps: int, note: str) -> Advice:
+    """``advice`` with the branch trial's measurements: a ``"measured"`` column and the measured recommendation."""
+    advice.trial_steps, advice.trial, advice.trial_note = (steps if trials else 0), trials, note
+    if not trials:
+        if note.startswith("no branch trial"):
+            advice.recommendation += f"; {note}"
+        return advice
+    measured = {row["option"]: row["speedup"] for row in trials}
+    for row in advice.rows:
+        row["measured"] = None if row["cache"] else measured.get(_trial_name(row))
+    advice.recommendation = measured_recommendation(trials, advice.rows)
+    caution = _caution(steps)
+    if caution:
+        advice.recommendation += f"; {caution}"
+    return advice
+
+
+def _trial_name(row: dict[str, Any]) -> str:
+    """The branch trial's name for a predicted row's option (the cached rows have none)."""
+    if row["keep"] == 1.0:
+        return "no selection"
+    if row["option"].startswith("smaller batch"):
+        return row["option"].removesuffix(" (no selection)")
+    return f"top-k keep={row['keep']:g}"
+
+
+def _pays(row: dict[str, Any]) -> bool:
+    """Measured faster than whole batches by ``MARGIN``, and not behind them at the end by more than one paired se."""
+    se = row["se"] if math.isfinite(row["se"]) else 0.0
+    return row["speedup"] >= 1 + MARGIN and row["difference"] >= -se
+
+
+def measured_recommendation(trials: list[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
+    """What to do, from the branch trial: the best option that measured a gain (top-k or a smaller batch), what its
+    controls measured (so the sentence says which effect the gain comes from), and its predicted range beside."""
+
+    def predicted(option: str) -> str:
+        for row in rows:
+            if _trial_name(row) == option and not row["cache"]:
+                return f"predicted {row['low']:.2f}x-{row['high']:.2f}x"
+        return "not predicted"
+
+    def said(row: dict[str, Any]) -> str:
+        return f"{row['option']} {_times(row['speedup'])} ({row['difference']:+.4f} +- {row['se']:.4f} at the end)"
+
+    candidates = [row for row in trials if row["arm"] in ("topk", "small") and _pays(row)]
+    if not candidates:
+        best = max((row for row in trials if row["arm"] != "plain"), key=lambda row: row["speedup"], default=None)
+        text = "train on whole batches: no option measured 1.05x the speed of whole batches and ended level with them"
+        return text + (f" (best measured: {said(best)})" if best is not None else "")
+    best = max(candidates, key=lambda row: row["speedup"])
+    text = (
+        f"measured: {best['option']} at {_times(best['speedup'])} the speed of whole batches to the trial's common "
+        f"quality ({best['difference']:+.4f} +- {best['se']:.4f} at the end; {predicted(best['option'])})"
+    )
+    level = best["speedup"] / (1 + MARGIN)
+    if best["arm"] == "topk":
+        small = [row for row in trials if row["arm"] == "small" and _pays(row) and row["speedup"] >= level]
+        random = [row for row in trials if row["arm"] == "random" and row["keep"] == best["keep"]]
+        if small:
+            top = max(small, key=lambda row: row["speedup"])
+            text += f"; a smaller batch does as well without scoring: {said(top)} at your learning rate (retune it)"
+        elif random and _pays(random[0]) and random[0]["speedup"] >= level:
+            text += f"; which samples matters little here: its control {said(random[0])} does as well"
+        else:
+            controls = [
+                said(row) for row in trials if row["arm"] in ("random", "small") and row["keep"] == best["keep"]
+            ]
+            text += f"; selection beats both controls ({'; '.join(controls)})"
+        return text + "; keep='auto' checks it again on your run"
+    tops = [row for row in trials if row["arm"] == "topk"]
+    if tops:
+        text += f"; the best selection option measured {said(max(tops, key=lambda row: row['speedup']))}"
+    return text + "; retune the smaller batch's learning rate"

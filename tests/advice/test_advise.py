@@ -36,7 +36,8 @@ def test_a_flat_spread_prices_every_option_as_a_range_and_says_measure_it():
     assert advice.recommendation.startswith("measure it: keep=0.75 + LossCache(staleness=2) is predicted 0.86x-1.16x")
     assert "keep='auto' trials it on your run" in advice.recommendation
     assert advice.recommendation.endswith(
-        "smaller batch 4 (no selection) is predicted 1.00x-4.00x (retune its learning rate)"
+        "smaller batch 4 (no selection) is predicted 1.00x-4.00x (retune its learning rate); no branch trial: pass "
+        "optimizer= (your optimizer) to measure the options"
     )
     text = str(advice)
     assert "8 batches measured" in text and "speed-up: predicted progress per second against whole batches" in text

@@ -234,6 +234,42 @@ def test_calibration_smoke(tmp_path):
     assert record["accuracy"] == plain["accuracy"]  # advise on the live model changed nothing in the run
 
 
+@pytest.mark.slow
+def test_calibration_trial_smoke(tmp_path):
+    """advise's branch trial along the plain run: every option at every point, priced by the fixed cost table (no
+    clock read), the plain run left exactly as a run without it, and the report's agreement rule on known records."""
+    from benchmarks.calibration.trial import SMOKE_EPOCHS, SMOKE_SAMPLES, SMOKE_TRIAL, _agrees, _named
+    from benchmarks.harness.arms import BASELINE
+    from benchmarks.harness.data import dataset
+    from benchmarks.harness.models import RECIPES
+    from benchmarks.harness.train import train_run
+
+    run("calibration", "trial", "mlp100k", "--smoke", "--fixed-costs", "--out", str(tmp_path))
+    runs = (tmp_path / "trial-mlp100k" / "runs.jsonl").read_text()
+    (record,) = [json.loads(line) for line in runs.splitlines()]
+    assert [i["at"] for i in record["inspections"]] == [0.0, 0.25, 0.5, 0.75]
+    batch = RECIPES["mlp"]["batch"]
+    for point in record["inspections"]:
+        rows = {row["option"]: row for row in point["trial"]}
+        assert list(rows) == ["no selection", "top-k keep=0.25", "random keep=0.25", "smaller batch 64",
+                              "top-k keep=0.5", "random keep=0.5", "smaller batch 128"]  # fmt: skip
+        assert point["trial_steps"] == SMOKE_TRIAL
+        assert rows["no selection"]["seconds"] == SMOKE_TRIAL * 3 * batch  # priced: forward equivalents
+        assert rows["top-k keep=0.25"]["seconds"] == SMOKE_TRIAL * (batch + 3 * batch // 4)
+        assert all(len(row["curve"]) == 9 for row in rows.values())  # the start and 8 checkpoints
+    run("calibration", "trial-report", "--out", str(tmp_path))
+    assert "## mlp100k" in (tmp_path / "trial-report" / "table.md").read_text()
+    plain = train_run(dataset(SMOKE_SAMPLES), BASELINE, family="mlp", epochs=SMOKE_EPOCHS, seed=0, evals=8)
+    assert record["accuracy"] == plain["accuracy"]  # the trial trained copies: the run is as without it
+    assert _named("measured: top-k keep=0.25 at 1.93x the speed") == "top-k keep=0.25"
+    assert _named("train on whole batches: no option measured") == "whole batches"
+    wins, loses, mixed = {"topk-0.25": (2.0, 3)}, {"topk-0.25": (None, 0)}, {"topk-0.25": (1.2, 2)}
+    assert _agrees("top-k keep=0.5", wins) and not _agrees("smaller batch 64", wins)
+    assert _agrees("whole batches", loses) and _agrees("top-k keep=0.25", loses) is False
+    assert _agrees("top-k keep=0.5", loses) is None  # no whole-run record of keep 0.5 there
+    assert _agrees("top-k keep=0.25", mixed) is None
+
+
 def test_calibration_names_the_option_advise_recommends_and_what_stands_for_it():
     """A recommended cached option is reported in full and judged by its share's fresh-scoring measurement (no
     cached arm was measured): never silently as the fresh option itself."""
