@@ -31,6 +31,7 @@ import sbdata.batch as _batch
 from sbdata._util import epoch_length, model_device
 from sbdata.advice._branch import Arm, Branch, measured_speedup, paired_se
 from sbdata.auto import CostTable, score_sums, small_batch_speedup, speedup_range, tau_from_sums
+from sbdata.distributed import scoring_module
 from sbdata.policies import keep_count
 from sbdata.scoring import Scorer, per_sample_loss_fn
 
@@ -140,6 +141,7 @@ def advise(
     optimizer: torch.optim.Optimizer | None = None,
     trial_steps: int | None = None,
     probe: Iterable[Any] | None = None,
+    train_step: Callable[[nn.Module, torch.optim.Optimizer, Any, Any], Any] | None = None,
     split: Callable[[Any], tuple[Any, Any]] | None = None,
     device: torch.device | str | None = None,
     costs: CostTable | None = None,
@@ -177,6 +179,9 @@ def advise(
         probe: held-out batches the trial measures on (a validation loader; never your test split), read once.
             Default None: the :data:`PROBE_BATCHES` loader batches after the timed ones, which no branch trains
             on (the trial then fits in what is left of one epoch).
+        train_step: ``train_step(model, optimizer, inputs, targets)``: one training step of the trial as you take
+            it (AMP with a ``GradScaler``, gradient clipping, accumulation), called on each branch's copies with the
+            option's samples. Default None: ``zero_grad``, the mean per-sample loss, ``backward``, ``step``.
         split: ``split(batch) -> (inputs, targets)``; default as :class:`~sbdata.SBLoader`'s.
         device: where to run; default the model's.
         costs: a fixed cost table instead of timing (tests; a calibrated table); the spread is measured anyway.
@@ -211,6 +216,15 @@ def advise(
         if trial_steps and not has_optimizer:
             raise ValueError("trial_steps needs your optimizer to train the options on copies: pass optimizer= (its "
                              "state is copied) or make_optimizer=")  # fmt: skip
+    if any(kind.__name__ in ("FullyShardedDataParallel", "FSDPModule") for kind in type(model).__mro__):
+        raise ValueError(
+            "advise trains copies of the model in this process alone, and an FSDP-sharded model cannot be copied: "
+            "call it on an unsharded model (e.g. on one rank, before sharding)"
+        )
+    if train_step is not None and not callable(train_step):
+        kind = type(train_step).__name__
+        raise TypeError(f"train_step must be callable(model, optimizer, inputs, targets), got {kind}")
+    model = scoring_module(model)  # a DDP model: its module (the same parameters), trialled in this process alone
     place = torch.device(device) if device is not None else model_device(model)
     scorer = Scorer(loss_fn, score=score)
     split_fn = split if split is not None else _batch.default_split
@@ -262,8 +276,8 @@ def advise(
             held_out = _probe(probe, batches, prepare)
             chosen = _trial_batches(loader, batches, trial, probe is not None)
             trials = _branch_trial(
-                model, factory, chosen, trial, held_out, keeps, prepare=prepare, loss=per_sample, scorer=scorer,
-                device=place, timer=timer, costs=costs, batch=batch_size,
+                model, factory, chosen, trial, held_out, keeps, train_step=train_step, prepare=prepare,
+                loss=per_sample, scorer=scorer, device=place, timer=timer, costs=costs, batch=batch_size,
             )  # fmt: skip
     total, squares, count = sums.tolist()
     measured_tau = tau_from_sums(total, squares, count) if count else 1.0
@@ -347,6 +361,7 @@ def _branch_trial(
     held_out: list[tuple[Any, Any]],
     keeps: tuple[float, ...],
     *,
+    train_step: Callable[[nn.Module, torch.optim.Optimizer, Any, Any], Any] | None,
     prepare: Callable[[Any], tuple[Any, Any]],
     loss: Callable[[Any, Any], torch.Tensor],
     scorer: Scorer,
@@ -360,7 +375,9 @@ def _branch_trial(
     for keep in keeps:
         if keep < 1:
             arms += [Arm("topk", keep), Arm("random", keep), Arm("small", keep)]
-    branches = [Branch(arm, model, factory, loss=loss, scorer=scorer, device=device) for arm in arms]
+    branches = [
+        Branch(arm, model, factory, loss=loss, scorer=scorer, device=device, train_step=train_step) for arm in arms
+    ]
     lasts = [branch.measure(held_out) for branch in branches]
     every = max(1, steps // 8)
     for index, raw in enumerate(chosen):

@@ -128,6 +128,8 @@ class Branch:
         scorer: the scoring pass (side-effect free): the selection arms' scores and the probe's quality.
         device: where to run.
         seed: the generator of ``"random"``.
+        train_step: ``train_step(model, optimizer, inputs, targets)``, one training step as the user takes it (AMP,
+            gradient clipping, accumulation); None: ``zero_grad``, the mean of ``loss``, ``backward``, ``step``.
     """
 
     def __init__(
@@ -140,8 +142,10 @@ class Branch:
         scorer: Scorer,
         device: torch.device,
         seed: int = 0,
+        train_step: Callable[[nn.Module, torch.optim.Optimizer, Any, Any], Any] | None = None,
     ) -> None:
         self.arm, self.loss, self.scorer, self.device = arm, loss, scorer, device
+        self.train_step = train_step
         self.model = copy.deepcopy(model).to(device)
         self.optimizer = make_optimizer(self.model)
         self.policy: SelectionPolicy = TopK() if arm.kind == "topk" else RandomK()
@@ -196,6 +200,9 @@ class Branch:
         return Curve(tuple(priced for _, priced in self.checkpoints), tuple(self.qualities))
 
     def _train(self, inputs: Any, targets: Any) -> None:
+        if self.train_step is not None:
+            self.train_step(self.model, self.optimizer, inputs, targets)
+            return
         self.optimizer.zero_grad(set_to_none=True)
         self.loss(self.model(inputs), targets).mean().backward()
         self.optimizer.step()

@@ -202,3 +202,33 @@ def test_measured_seconds_are_steps_times_the_median_step():
         if index % 2 == 1:
             branch.measure(probe)
     assert branch.curve.seconds == (0.0, 2.0, 4.0)
+
+
+def test_the_users_train_step_trains_every_branch_with_each_options_samples():
+    """AMP, clipping or accumulation live in the user's step: the trial calls it, with each option's samples."""
+    sizes = []
+
+    def step(model, optimizer, inputs, targets):
+        sizes.append(len(targets))
+        optimizer.zero_grad()
+        F.cross_entropy(model(inputs), targets).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+
+    x, y = mix(64 * 40, 8)
+    advice = advise(batches(x, y), knows_two(), F.cross_entropy, steps=8, costs=FE, keeps=(0.25,),
+                    make_optimizer=sgd, trial_steps=8, train_step=step)  # fmt: skip
+    assert advice.trial_steps == 8
+    # per batch, the branches in turn (rotating): plain 64, top-k 16, random 16, batch 16 four times
+    assert sorted(sizes) == sorted([64] * 8 + [16] * 8 * 2 + [16] * 8 * 4)
+    with pytest.raises(TypeError, match="train_step must be callable"):
+        advise(batches(x, y), knows_two(), F.cross_entropy, steps=8, costs=FE, make_optimizer=sgd, train_step=3)
+
+
+def test_an_fsdp_sharded_model_is_refused_naming_the_fix():
+    class FSDPModule(torch.nn.Linear):  # stands for torch's FSDP2 wrapper class
+        pass
+
+    x, y = mix(64 * 40, 9)
+    with pytest.raises(ValueError, match="an FSDP-sharded model cannot be copied: call it on an unsharded model"):
+        advise(batches(x, y), FSDPModule(4, 3), F.cross_entropy, steps=8, costs=FE)
