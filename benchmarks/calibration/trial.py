@@ -27,17 +27,14 @@ random at keep 0.25, to the user's accuracy) and, for the smaller batch, the cal
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import torch.nn.functional as F
-
-from benchmarks.harness._sb import CostTable, advise
 from benchmarks.harness.arms import BASELINE
-from benchmarks.harness.data import ShuffledBatches, dataset
+from benchmarks.harness.branch_trials import HEADER, KEEPS, POINTS, STEPS, TRIAL, named, suite_table, trialler
+from benchmarks.harness.data import dataset
 from benchmarks.harness.models import RECIPES
 from benchmarks.harness.records import machine
 from benchmarks.harness.runs import Job, run_loop
@@ -47,53 +44,9 @@ from benchmarks.harness.train import train_run
 
 SUITES = ("mlp100k", "cnn100k", "noisy100k", "noisy30-100k")
 SEEDS: tuple[int, ...] = (0, 1, 2)
-POINTS = (0.0, 0.25, 0.5, 0.75)
-KEEPS = (0.25, 0.5)
-STEPS = 16  # timed loader batches before the trial (advise's prediction)
-TRIAL = 1024  # loader batches per option (advise's default)
 PROBE_SAMPLES = 2048  # the last training samples: the probe, held out of the advisor's loader
-ORDER = 7_919  # the advisor reads the training set in an order of its own
-FIXED = CostTable.forward_equivalents()
 SMOKE_SAMPLES, SMOKE_EPOCHS, SMOKE_SEEDS, SMOKE_TRIAL = 10_000, 2, (0,), 16  # --smoke: seconds
 WHOLE_RUN = "trials"  # results/auto/trials/summary.json: every suite's fixed arms (trials_table.py)
-EARLY = (0.0, 0.25)  # the points a whole run's record speaks for: a run that selects from (about) its start
-
-
-def _inputs_targets(batch: tuple[Any, ...]) -> tuple[Any, Any]:
-    return batch[0], batch[1]
-
-
-def trialler(data: Any, family: str, seed: int, fixed: bool, trial: int) -> Any:
-    """``inspect(model, progress, optimizer)`` for ``train_run``: ``advise`` with a branch trial, as a record."""
-    recipe = RECIPES[family]
-    batch = int(recipe["batch"])
-    calls = [0]
-
-    fields = data.fields()[:2]  # inputs and (possibly flipped) training labels
-    probe = list(ShuffledBatches(tuple(t[-PROBE_SAMPLES:] for t in fields), batch, seed))
-
-    def inspect(model: Any, progress: float, optimizer: Any) -> dict[str, Any]:
-        loader = ShuffledBatches(tuple(t[:-PROBE_SAMPLES] for t in fields), batch, seed + ORDER)
-        loader.set_epoch(calls[0])
-        calls[0] += 1
-        started = time.perf_counter()
-        steps = min(STEPS, max(4, len(loader) // 4))
-        advice = advise(
-            loader, model, F.cross_entropy, steps=steps, keeps=KEEPS, optimizer=optimizer, trial_steps=trial,
-            probe=probe, split=_inputs_targets, costs=FIXED if fixed else None,
-        )  # fmt: skip
-        rows = [{k: v for k, v in row.items() if k != "curve"} | {"curve": list(zip(*_curve(row), strict=True))}
-                for row in advice.trial]  # fmt: skip
-        predicted = {row["option"]: [row["low"], row["high"]] for row in advice.rows if not row["cache"]}
-        return {"trial": rows, "predicted": predicted, "recommendation": advice.recommendation,
-                "trial_steps": advice.trial_steps, "lr": optimizer.param_groups[0]["lr"],
-                "advise_seconds": time.perf_counter() - started}  # fmt: skip
-
-    return inspect
-
-
-def _curve(row: dict[str, Any]) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    return row["curve"].seconds, row["curve"].quality
 
 
 def prefix(trial_steps: int | None) -> str:
@@ -118,7 +71,9 @@ def run_trials(
 
     def job(seed: int) -> Job:
         def run() -> dict[str, Any]:
-            inspect = trialler(data, family, seed, fixed, trial)
+            fields = data.fields()[:2]  # inputs and (possibly flipped) training labels
+            inspect = trialler(fields, int(RECIPES[family]["batch"]), seed, fixed=fixed, trial=trial,
+                               probe_samples=PROBE_SAMPLES)  # fmt: skip
             record = train_run(data, user, family=family, epochs=epochs, seed=seed, evals=8, clock=cpu_clock,
                                inspect=inspect, inspect_at=POINTS)  # fmt: skip
             record.update(suite=name, samples=samples, noise=noise, fixed_costs=fixed, time=time.time())
@@ -127,7 +82,7 @@ def run_trials(
         return Job(("user", seed), run)
 
     def line(r: dict[str, Any]) -> None:
-        said = "; ".join(f"{i['at']:.2f}: {_named(i['recommendation'])}" for i in r["inspections"])
+        said = "; ".join(f"{i['at']:.2f}: {named(i['recommendation'])}" for i in r["inspections"])
         print(f"{name} seed={r['seed']} acc={r['accuracy']:.4f} {said}")
 
     run_loop((job(seed) for seed in seeds), folder / "runs.jsonl", lambda r: (r["arm"], r["seed"]), log=line)
@@ -135,99 +90,36 @@ def run_trials(
     (folder / "machine.json").write_text(json.dumps({**machine(), "suite": name, **info, **settings}, indent=2))
 
 
-def _named(recommendation: str) -> str:
-    """The option a recommendation names: ``"whole batches"``, or the measured option (e.g. ``"top-k keep=0.25"``)."""
-    if recommendation.startswith("train on whole batches"):
-        return "whole batches"
-    if recommendation.startswith("measured: "):
-        return recommendation.removeprefix("measured: ").split(" at ", 1)[0]
-    return "no trial"
-
-
-def _whole_run(measured: Path, name: str) -> dict[str, Any]:
-    """The fixed arms' whole-run measurement of the suite (top-k and random at keep 0.25): speed-up on the
-    seed-mean curve and the seeds that reached the user's accuracy."""
+def _whole_run(measured: Path, name: str) -> dict[str, tuple[float | None, int, int]]:
+    """The suite's whole-run records: top-k and random at keep 0.25 (the auto benchmark's, speed-up on the seed-mean
+    curve) and the small-batch control (the calibration table's measured mean of raw whole runs, where the suite has
+    one); each (speed-up, seeds that reached the user's accuracy, seeds)."""
+    out: dict[str, tuple[float | None, int, int]] = {}
     path = measured / "auto" / WHOLE_RUN / "summary.json"
-    if not path.exists():
-        return {}
-    arms = json.loads(path.read_text())["suites"].get(name, {}).get("arms", {})
-    return {arm: (arms[arm].get("speedup_mean_curve"), arms[arm].get("reached")) for arm in ("topk-0.25", "random-0.25")
-            if arm in arms}  # fmt: skip
-
-
-def _agrees(named: str, whole: dict[str, Any]) -> bool | None:
-    """Whether a recommendation agrees with the whole-run record of top-k 0.25: where it reached the user's accuracy
-    on every seed, naming top-k (at any keep; keep 0.5 measured a win there too) agrees; where it never did, naming
-    top-k 0.25 disagrees, naming no top-k agrees, and top-k at another keep has no whole-run record here (None, as
-    for a mixed record)."""
-    speed, reached = whole.get("topk-0.25", (None, None))
-    if reached == 3 and speed is not None and speed > 1:
-        return named.startswith("top-k")
-    if reached == 0:
-        if named.startswith("top-k"):
-            return False if named == "top-k keep=0.25" else None
-        return True
-    return None
-
-
-def _times(value: float | None) -> str:
-    """A speed-up as the tables print it: "-" not measured, "never" (0.0), "inf" (plain made no progress)."""
-    return "-" if value is None else {0.0: "never", math.inf: "inf"}.get(value, f"{value:.2f}x")
-
-
-def _mean(values: list[float]) -> float:
-    finite = [v for v in values if math.isfinite(v)]
-    return sum(finite) / len(finite) if finite else math.nan
+    if path.exists():
+        arms = json.loads(path.read_text())["suites"].get(name, {}).get("arms", {})
+        for arm in ("topk-0.25", "random-0.25"):
+            if arm in arms:
+                got = arms[arm]
+                out[arm] = (got.get("speedup_mean_curve"), got.get("reached", 0), len(got.get("seeds", [])))
+    path = measured / "calibration" / name / "summary.json"
+    if path.exists():
+        for row in json.loads(path.read_text())["rows"]:
+            if row["arm"] == "baseline-small-batch" and row["measured_seeds"]:
+                seeds = row["measured_seeds"].values()
+                out["small-batch"] = (row["measured_mean"], sum(v is not None for v in seeds), len(seeds))
+    return out
 
 
 def trial_report(out: Path, measured: Path, trial_steps: int | None = None) -> str:
     """``out/<prefix>report/table.md``: per suite and point, the seed-mean measured speed-up of each option in the
     branch trial, the options recommended, and the whole-run measurement beside; returns the text."""
-    lines = [
-        "# `advise`'s branch trial along the user's run (issue 28)",
-        "",
-        "Speed-up in the trial: whole batches' seconds to the lower of the two final probe accuracies over the "
-        "option's (> 1 pays; `never`: it ended no higher than it started), seed means of the finite values. "
-        "Recommended: what `advise` named at that point, per seed. Whole run: the auto benchmark's fixed arms, "
-        "speed-up to the user's accuracy on the seed-mean curve (seeds that reached it).",
-        "",
-    ]
+    lines = ["# `advise`'s branch trial along the user's run (issue 28)", "", HEADER, ""]
     for name in SUITES:
         path = out / f"{prefix(trial_steps)}{name}" / "runs.jsonl"
-        if not path.exists():
-            continue
-        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        whole = _whole_run(measured, name)
-        said = ", ".join(f"{arm} {_times(s)} ({n}/3)" for arm, (s, n) in whole.items()) or "not recorded"
-        options = [row["option"] for row in records[0]["inspections"][0]["trial"]]
-        agree: list[tuple[float, bool | None]] = []
-        lines += [f"## {name} (whole run: {said})", "",
-                  "| point | " + " | ".join(options[1:]) + " | recommended (per seed) |",
-                  "| --- | " + " | ".join("---" for _ in options[1:]) + " | --- |"]  # fmt: skip
-        for index, point in enumerate(POINTS):
-            found = [r["inspections"][index] for r in records if len(r["inspections"]) > index]
-            if not found:
-                continue
-            cells = []
-            for option in options[1:]:
-                rows = [next(row for row in got["trial"] if row["option"] == option) for got in found]
-                behind = sum(row["difference"] < -row["se"] for row in rows)
-                speed, points = _mean([row["speedup"] for row in rows]), _mean([row["difference"] for row in rows])
-                cells.append(f"{_times(speed)} ({points * 100:+.2f} pts; behind {behind})")
-            named = [_named(got["recommendation"]) for got in found]
-            lines.append(f"| {point:.2f} | " + " | ".join(cells) + f" | {', '.join(named)} |")
-            agree += [(point, _agrees(name, whole)) for name in named]
-        known = [a for _, a in agree if a is not None]
-        early = [a for point, a in agree if a is not None and point in EARLY]
-        lines += [
-            "",
-            "Recommendations that agree with the whole run (top-k named where top-k 0.25 reached the user's accuracy "
-            "on every seed; top-k 0.25 not named where it never did; a top-k keep without a whole-run record not "
-            f"judged): {sum(known)} of {len(known)} judged at every point, {sum(early)} of {len(early)} at the start "
-            "and 25% (the points a whole run that selects from its start speaks for; later, the question is whether "
-            "a switch at that point pays, which no whole-run record here measured).",
-            "",
-        ]
+        if path.exists():
+            records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            lines += suite_table(name, records, _whole_run(measured, name))
     text = "\n".join(lines)
     folder = out / f"{prefix(trial_steps)}report"
     folder.mkdir(parents=True, exist_ok=True)

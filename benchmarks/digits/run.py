@@ -6,6 +6,7 @@ Exact commands (from the repository root, with ``pip install -e ".[bench]"``, wh
     python -m benchmarks digits --seeds 0,1,2,3,4     # 5 seeds (a rerun continues: recorded runs are kept)
     python -m benchmarks digits report                # the table again from the recorded runs
     python -m benchmarks digits --smoke --out /tmp/digits   # seconds; what CI runs (tests/benchmarks/test_digits.py)
+    python -m benchmarks digits trial                 # advise's branch trial along the user's run (trial.py)
 
 The suite (``arms.py``): ``load_digits`` (1,797 images, offline) scaled to [0, 1], a stratified 80/20 split
 (``random_state=0``), a small CNN with BatchNorm and dropout, batch 128, AdamW (lr 1e-3 constant, default weight
@@ -28,6 +29,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from benchmarks.harness.branch_trials import TRIAL
 from benchmarks.harness.records import machine, results_dir
 from benchmarks.harness.runs import Job, run_loop
 from benchmarks.harness.timing import cpu_clock, rotated, setup
@@ -76,11 +78,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks digits", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("stage", nargs="?", default="all", choices=["all", "run", "report"])
-    parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default results/digits/main)")
+    parser.add_argument("stage", nargs="?", default="all", choices=["all", "run", "report", "trial", "trial-report"])
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results folder (default results/digits/main; trial stages results/digits/trial)",
+    )
     parser.add_argument("--seeds", help="comma-separated seeds (default 0,1,2)")
     parser.add_argument("--smoke", action="store_true", help="seconds-long: 2 epochs, 8 evaluations, seeds 0 and 1")
     args = parser.parse_args(argv)
+    if args.stage in ("trial", "trial-report"):
+        from . import trial
+
+        out = args.out if args.out is not None else trial.TRIAL_RESULTS
+        if args.stage == "trial":
+            smoke = args.smoke
+            chosen: tuple[int, ...] = trial.SMOKE_SEEDS if smoke else trial.SEEDS
+            if args.seeds:
+                chosen = tuple(int(s) for s in args.seeds.split(","))
+            length, steps = (trial.SMOKE_EPOCHS, trial.SMOKE_TRIAL) if smoke else (EPOCHS, TRIAL)
+            trial.run_trial(out, chosen, length, steps, smoke, {**setup(), "load_before": os.getloadavg()})
+        trial.trial_report(out, RESULTS)
+        return 0
+    args.out = args.out if args.out is not None else RESULTS
     epochs, evals, seeds = (SMOKE_EPOCHS, SMOKE_EVALS, SMOKE_SEEDS) if args.smoke else (EPOCHS, EVALS, SEEDS)
     if args.seeds:
         seeds = tuple(int(s) for s in args.seeds.split(","))

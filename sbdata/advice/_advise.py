@@ -318,7 +318,7 @@ def _caution(steps: int) -> str:
     return (
         f"measured over {steps} loader batches per option only: on the benchmark suites, shorter trials measured less "
         f"of top-k's win (the switch's transient: every option falls behind whole batches at first) and agreed with "
-        f"whole runs on 3 (128 batches) and 7 (512) of 12 early calls, {DEFAULT_TRIAL} on 10 "
+        f"whole runs on 5 (128 batches) and 7 (512) of 12 early calls, {DEFAULT_TRIAL} on 10 "
         f"(trial_steps={DEFAULT_TRIAL}; beyond one epoch it needs probe=)"
     )
 

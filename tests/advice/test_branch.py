@@ -80,7 +80,7 @@ def test_a_new_class_is_found_by_top_k_which_beats_both_controls():
     assert advice.recommendation.endswith(
         "measured over 32 loader batches per option only: on the benchmark suites, shorter trials measured less of "
         "top-k's win (the switch's transient: every option falls behind whole batches at first) and agreed with whole "
-        "runs on 3 (128 batches) and 7 (512) of 12 early calls, 1024 on 10 (trial_steps=1024; beyond one epoch it "
+        "runs on 5 (128 batches) and 7 (512) of 12 early calls, 1024 on 10 (trial_steps=1024; beyond one epoch it "
         "needs probe=)"
     )
     measured = {row["option"]: row["measured"] for row in advice.rows}

@@ -238,8 +238,9 @@ def test_calibration_smoke(tmp_path):
 def test_calibration_trial_smoke(tmp_path):
     """advise's branch trial along the plain run: every option at every point, priced by the fixed cost table (no
     clock read), the plain run left exactly as a run without it, and the report's agreement rule on known records."""
-    from benchmarks.calibration.trial import SMOKE_EPOCHS, SMOKE_SAMPLES, SMOKE_TRIAL, _agrees, _named
+    from benchmarks.calibration.trial import SMOKE_EPOCHS, SMOKE_SAMPLES, SMOKE_TRIAL
     from benchmarks.harness.arms import BASELINE
+    from benchmarks.harness.branch_trials import agrees, named
     from benchmarks.harness.data import dataset
     from benchmarks.harness.models import RECIPES
     from benchmarks.harness.train import train_run
@@ -261,13 +262,16 @@ def test_calibration_trial_smoke(tmp_path):
     assert "## mlp100k" in (tmp_path / "trial-report" / "table.md").read_text()
     plain = train_run(dataset(SMOKE_SAMPLES), BASELINE, family="mlp", epochs=SMOKE_EPOCHS, seed=0, evals=8)
     assert record["accuracy"] == plain["accuracy"]  # the trial trained copies: the run is as without it
-    assert _named("measured: top-k keep=0.25 at 1.93x the speed") == "top-k keep=0.25"
-    assert _named("train on whole batches: no option measured") == "whole batches"
-    wins, loses, mixed = {"topk-0.25": (2.0, 3)}, {"topk-0.25": (None, 0)}, {"topk-0.25": (1.2, 2)}
-    assert _agrees("top-k keep=0.5", wins) and not _agrees("smaller batch 64", wins)
-    assert _agrees("whole batches", loses) and _agrees("top-k keep=0.25", loses) is False
-    assert _agrees("top-k keep=0.5", loses) is None  # no whole-run record of keep 0.5 there
-    assert _agrees("top-k keep=0.25", mixed) is None
+    assert named("measured: top-k keep=0.25 at 1.93x the speed") == "top-k keep=0.25"
+    assert named("train on whole batches: no option measured") == "whole batches"
+    wins, loses, mixed = {"topk-0.25": (2.0, 3, 3)}, {"topk-0.25": (None, 0, 3)}, {"topk-0.25": (1.2, 2, 3)}
+    assert agrees("top-k keep=0.5", wins) and not agrees("smaller batch 64", wins)
+    assert agrees("whole batches", loses) and agrees("top-k keep=0.25", loses) is False
+    assert agrees("top-k keep=0.5", loses) is None  # no whole-run record of keep 0.5 there
+    assert agrees("top-k keep=0.25", mixed) is None and agrees("top-k keep=0.25", {}) is None
+    assert agrees("smaller batch 64", {**wins, "small-batch": (1.2, 3, 3)}) and agrees("smaller batch 64", wins) is None
+    assert agrees("smaller batch 64", {**loses, "small-batch": (0.8, 3, 3)}) is False
+    assert agrees("whole batches", {**loses, "small-batch": (1.2, 3, 3)}) is False
 
 
 def test_calibration_names_the_option_advise_recommends_and_what_stands_for_it():

@@ -37,3 +37,26 @@ def test_digits_smoke(tmp_path):
     table = (tmp_path / "table.md").read_text()
     assert "| user |" in table and "Did auto trial?" in table and "## Targets (auto)" in table
     assert json.loads((tmp_path / "machine.json").read_text())["torch_threads"] == 1
+
+
+@pytest.mark.slow
+def test_digits_trial_smoke(tmp_path):
+    """advise's branch trial on the user's digits run: seven options at the start and a quarter of the run, priced by
+    the fixed cost table in smoke mode (no clock read), the run's own training untouched by it."""
+    pytest.importorskip("sklearn")
+    from benchmarks.digits.trial import POINTS, SMOKE_SEEDS, SMOKE_TRIAL
+
+    cmd = [sys.executable, "-m", "benchmarks", "digits", "trial", "--smoke", "--out", str(tmp_path)]
+    subprocess.run(cmd, cwd=ROOT, check=True, timeout=300, capture_output=True, text=True)
+    records = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    assert [r["seed"] for r in records] == list(SMOKE_SEEDS)
+    for point in records[0]["inspections"]:
+        assert point["trial_steps"] == SMOKE_TRIAL and len(point["trial"]) == 7
+        plain = next(row for row in point["trial"] if row["option"] == "no selection")
+        # forward equivalents, 3 per trained sample: the advisor's loader holds 1,437 - 288 = 1,149 images, 8 batches
+        # of 128 and one of 125 an epoch; after 4 timed batches the 16 trial batches are the epoch's other 5, a whole
+        # epoch of 9 and 2 of the next: 14 of 128 and 2 of 125
+        assert plain["seconds"] == 3 * (14 * 128 + 2 * 125)
+    assert [i["at"] for i in records[0]["inspections"]] == list(POINTS)
+    table = (tmp_path / "table.md").read_text()
+    assert "## digits (whole run:" in table and "| 0.00 |" in table and "| 0.25 |" in table

@@ -1,0 +1,97 @@
+"""``advise``'s branch trial on the suite nobody tuned on (issue 28): the user's digits recipe, with ``advise`` called
+on the live model and optimizer at the start and at a quarter of the run, against the suite's whole-run arms.
+
+Exact commands (from the repository root; run alone):
+
+    python -m benchmarks digits trial                  # 3 seeds -> results/digits/trial/{runs.jsonl,machine.json}
+    python -m benchmarks digits trial-report           # -> results/digits/trial/table.md
+    python -m benchmarks digits trial --smoke --out /tmp/digits-trial   # seconds (the test; fixed cost table)
+
+The run is the suite's ``user`` arm (``arms.py``: batch 128, AdamW at a constant 1e-3, 25 epochs of the 1,437
+training images). At the start and at 25% of it, ``advise(..., optimizer=<the live AdamW>)`` with its default trial
+of 1,024 loader batches per option (keeps 0.25 and 0.5: seven options), the probe being the last ``PROBE_SAMPLES``
+training images, left out of the advisor's loader (``harness/branch_trials.py``). A trial of 1,024 batches is about
+3.4 times this whole 300-batch run per option: a user with a validation split gets this trial by default, and it
+costs far more than the run; recorded to see whether its answer is right on data nobody tuned on, not as advice to
+trial a run this short. The whole-run side: ``results/digits/main/summary.json`` (top-k 0.25 and random 0.25 to the
+user's accuracy, per seed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness.branch_trials import HEADER, named, suite_table, trialler
+from benchmarks.harness.records import machine, results_dir
+from benchmarks.harness.runs import Job, run_loop
+from benchmarks.harness.train import constant, train_run
+
+from .arms import RECIPE, DigitsArm, digits, model
+
+TRIAL_RESULTS = results_dir("digits") / "trial"
+POINTS = (0.0, 0.25)  # where the whole runs (selection from the start) speak
+PROBE_SAMPLES = 288  # a fifth of the 1,437 training images
+SEEDS = (0, 1, 2)
+SMOKE_EPOCHS, SMOKE_SEEDS, SMOKE_TRIAL = 2, (0,), 16
+
+
+def run_trial(out: Path, seeds: tuple[int, ...], epochs: int, trial: int, fixed: bool, info: dict[str, Any]) -> None:
+    """The user's run per seed with ``advise``'s branch trial at :data:`POINTS`; appended to ``out/runs.jsonl``."""
+    data = digits()
+    fields = data.fields()[:2]
+    user = DigitsArm("user")
+
+    def job(seed: int) -> Job:
+        def train() -> dict[str, Any]:
+            inspect = trialler(fields, int(RECIPE["batch"]), seed, fixed=fixed, trial=trial,
+                               probe_samples=PROBE_SAMPLES)  # fmt: skip
+            record = train_run(
+                data, user, family="digits", epochs=epochs, seed=seed, evals=8, clock=time.thread_time,
+                schedule=constant, build_model=model, recipe=RECIPE, inspect=inspect, inspect_at=POINTS,
+            )  # fmt: skip
+            record.update(suite="digits", samples=len(data.y_train), time=time.time(), load=os.getloadavg())
+            return record
+
+        return Job(("user", seed), train)
+
+    def line(r: dict[str, Any]) -> None:
+        said = "; ".join(f"{i['at']:.2f}: {named(i['recommendation'])}" for i in r["inspections"])
+        print(f"digits seed={r['seed']} acc={r['accuracy']:.4f} {said}", flush=True)
+
+    out.mkdir(parents=True, exist_ok=True)
+    run_loop((job(seed) for seed in seeds), out / "runs.jsonl", lambda r: (r["arm"], r["seed"]), log=line)
+    settings = {"points": POINTS, "trial": trial, "probe_samples": PROBE_SAMPLES, "fixed_costs": fixed}
+    (out / "machine.json").write_text(json.dumps({**machine(), **info, "suite": "digits", **settings}, indent=2))
+
+
+def whole_run(main: Path) -> dict[str, tuple[float | None, int, int]]:
+    """Top-k 0.25's, random 0.25's and the small-batch control's whole-run records: speed-up on the seed-mean curve,
+    seeds that reached their user run's accuracy, seeds."""
+    path = main / "summary.json"
+    if not path.exists():
+        return {}
+    arms = json.loads(path.read_text())["arms"]
+    out: dict[str, tuple[float | None, int, int]] = {}
+    for arm in ("topk-0.25", "random-0.25", "small-batch"):
+        if arm in arms:
+            seeds = arms[arm]["per_seed"]
+            speed = arms[arm].get("speedup")
+            out[arm] = (speed if isinstance(speed, float) else None, sum(s["to_user"] is not None for s in seeds),
+                        len(seeds))  # fmt: skip
+    return out
+
+
+def trial_report(out: Path, main: Path) -> str:
+    """``out/table.md``: the trial's table beside the whole-run record; returns the text."""
+    path = out / "runs.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = ["# `advise`'s branch trial on digits (issue 28)", "", HEADER, "",
+             *suite_table("digits", records, whole_run(main))]  # fmt: skip
+    text = "\n".join(lines)
+    (out / "table.md").write_text(text)
+    print(text)
+    return text
