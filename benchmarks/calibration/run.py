@@ -77,6 +77,7 @@ def advisor(data: Any, family: str, seed: int, fixed: bool) -> Any:
             advice = advise(
                 loader, model, F.cross_entropy, steps=steps, keeps=KEEPS, score=score,
                 make_optimizer=user_optimizer(recipe), split=_inputs_targets, costs=FIXED if fixed else None,
+                trial_steps=0,  # the priced range only: the branch trial is trial.py's stage
             )  # fmt: skip
             smaller = [row for row in advice.rows if row["option"].startswith("smaller batch")]
             rows = [row for row in advice.rows if row["keep"] in KEEPS and row not in smaller]

@@ -519,7 +519,7 @@ def _with_trial(advice: Advice, trials: list[dict[str, Any]], steps: int, note: 
     measured = {row["option"]: row["speedup"] for row in trials}
     for row in advice.rows:
         row["measured"] = None if row["cache"] else measured.get(_trial_name(row))
-    advice.recommendation = measured_recommendation(trials, advice.rows)
+    advice.recommendation = _measured_recommendation(trials, advice.rows)
     caution = _caution(steps)
     if caution:
         advice.recommendation += f"; {caution}"
@@ -541,7 +541,7 @@ def _pays(row: dict[str, Any]) -> bool:
     return row["speedup"] >= 1 + MARGIN and row["difference"] >= -se
 
 
-def measured_recommendation(trials: list[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
+def _measured_recommendation(trials: list[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
     """What to do, from the branch trial: the best option that measured a gain (top-k or a smaller batch), what its
     controls measured (so the sentence says which effect the gain comes from), and its predicted range beside."""
 
