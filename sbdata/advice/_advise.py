@@ -29,7 +29,7 @@ from torch import nn
 
 import sbdata.batch as _batch
 from sbdata._util import epoch_length, model_device
-from sbdata.advice._branch import Arm, Branch, measured_speedup, paired_se
+from sbdata.advice._branch import Arm, Branch, measured_speedup, paired_se, train_once
 from sbdata.auto import CostTable, score_sums, small_batch_speedup, speedup_range, tau_from_sums
 from sbdata.distributed import scoring_module
 from sbdata.policies import keep_count
@@ -179,9 +179,10 @@ def advise(
         probe: held-out batches the trial measures on (a validation loader; never your test split), read once.
             Default None: the :data:`PROBE_BATCHES` loader batches after the timed ones, which no branch trains
             on (the trial then fits in what is left of one epoch).
-        train_step: ``train_step(model, optimizer, inputs, targets)``: one training step of the trial as you take
-            it (AMP with a ``GradScaler``, gradient clipping, accumulation), called on each branch's copies with the
-            option's samples. Default None: ``zero_grad``, the mean per-sample loss, ``backward``, ``step``.
+        train_step: ``train_step(model, optimizer, inputs, targets)``: one training step as you take it (AMP with a
+            ``GradScaler``, gradient clipping, accumulation), for the timed steps (on the copy) and the trial (on
+            each branch's copies, with the option's samples), so both time and train your step. Default None:
+            ``zero_grad``, the mean per-sample loss, ``backward``, ``step``.
         split: ``split(batch) -> (inputs, targets)``; default as :class:`~sbdata.SBLoader`'s.
         device: where to run; default the model's.
         costs: a fixed cost table instead of timing (tests; a calibrated table); the spread is measured anyway.
@@ -259,10 +260,7 @@ def advise(
                 if size == n:
                     sums = sums + score_sums(scores).to(sums.device)
                 started = timer()
-                loss = per_sample(trainee(x), y).mean()
-                trained.zero_grad(set_to_none=True)
-                loss.backward()
-                trained.step()
+                train_once(trainee, trained, per_sample, x, y, train_step)
                 _record(seconds["train"], size, timer() - started, index, steps)
         del trainee, trained  # the timed copy: the trial's branches copy the user's model afresh
         length = epoch_length(loader)
@@ -528,7 +526,7 @@ def _with_trial(advice: Advice, trials: list[dict[str, Any]], steps: int, note: 
 
 def _trial_name(row: dict[str, Any]) -> str:
     """The branch trial's name for a predicted row's option (the cached rows have none)."""
-    if row["keep"] == 1.0:
+    if row["option"] == "no selection":
         return "no selection"
     if row["option"].startswith("smaller batch"):
         return row["option"].removesuffix(" (no selection)")

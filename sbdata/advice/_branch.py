@@ -29,7 +29,7 @@ from sbdata.auto import CostTable
 from sbdata.policies import RandomK, SelectionPolicy, TopK, keep_count
 from sbdata.scoring import Scorer
 
-__all__ = ["ARMS", "Arm", "Branch", "Curve", "measured_speedup", "paired_se", "reach_time"]
+__all__ = ["ARMS", "Arm", "Branch", "Curve", "measured_speedup", "paired_se", "reach_time", "train_once"]
 
 ARMS = ("plain", "topk", "random", "small")
 
@@ -200,9 +200,22 @@ class Branch:
         return Curve(tuple(priced for _, priced in self.checkpoints), tuple(self.qualities))
 
     def _train(self, inputs: Any, targets: Any) -> None:
-        if self.train_step is not None:
-            self.train_step(self.model, self.optimizer, inputs, targets)
-            return
-        self.optimizer.zero_grad(set_to_none=True)
-        self.loss(self.model(inputs), targets).mean().backward()
-        self.optimizer.step()
+        train_once(self.model, self.optimizer, self.loss, inputs, targets, self.train_step)
+
+
+def train_once(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss: Callable[[Any, Any], torch.Tensor],
+    inputs: Any,
+    targets: Any,
+    train_step: Callable[[nn.Module, torch.optim.Optimizer, Any, Any], Any] | None = None,
+) -> None:
+    """One training step, as ``advise`` takes each (its timed steps and every branch's): the user's ``train_step``,
+    or ``zero_grad``, the mean of the per-sample ``loss``, ``backward``, ``step``."""
+    if train_step is not None:
+        train_step(model, optimizer, inputs, targets)
+        return
+    optimizer.zero_grad(set_to_none=True)
+    loss(model(inputs), targets).mean().backward()
+    optimizer.step()

@@ -205,7 +205,8 @@ def test_measured_seconds_are_steps_times_the_median_step():
 
 
 def test_the_users_train_step_trains_every_branch_with_each_options_samples():
-    """AMP, clipping or accumulation live in the user's step: the trial calls it, with each option's samples."""
+    """AMP, clipping or accumulation live in the user's step: the timed steps and the trial call it, the trial with
+    each option's samples."""
     sizes = []
 
     def step(model, optimizer, inputs, targets):
@@ -219,8 +220,10 @@ def test_the_users_train_step_trains_every_branch_with_each_options_samples():
     advice = advise(batches(x, y), knows_two(), F.cross_entropy, steps=8, costs=FE, keeps=(0.25,),
                     make_optimizer=sgd, trial_steps=8, train_step=step)  # fmt: skip
     assert advice.trial_steps == 8
-    # per batch, the branches in turn (rotating): plain 64, top-k 16, random 16, batch 16 four times
-    assert sorted(sizes) == sorted([64] * 8 + [16] * 8 * 2 + [16] * 8 * 4)
+    timed = [64, 16, 16, 64] * 4  # the 8 timed batches, each trained at B and at B / 4, the order alternating
+    # then per trial batch, the branches in turn (rotating): plain 64, top-k 16, random 16, batch 16 four times
+    assert sizes[: len(timed)] == timed
+    assert sorted(sizes[len(timed) :]) == sorted([64] * 8 + [16] * 8 * 2 + [16] * 8 * 4)
     with pytest.raises(TypeError, match="train_step must be callable"):
         advise(batches(x, y), knows_two(), F.cross_entropy, steps=8, costs=FE, make_optimizer=sgd, train_step=3)
 
@@ -232,3 +235,13 @@ def test_an_fsdp_sharded_model_is_refused_naming_the_fix():
     x, y = mix(64 * 40, 9)
     with pytest.raises(ValueError, match="an FSDP-sharded model cannot be copied: call it on an unsharded model"):
         advise(batches(x, y), FSDPModule(4, 3), F.cross_entropy, steps=8, costs=FE)
+
+
+def test_a_keep_of_one_is_priced_but_never_reported_as_measured():
+    """keep=1 is top-k keeping every sample, scored first: not whole batches, and no branch trains it."""
+    x, y = mix(64 * 40, 10)
+    advice = advise(batches(x, y), knows_two(), F.cross_entropy, steps=8, costs=FE, keeps=(0.5, 1.0),
+                    make_optimizer=sgd, trial_steps=8)  # fmt: skip
+    measured = {row["option"]: row["measured"] for row in advice.rows}
+    assert measured["no selection"] == 1.0 and measured["keep=1.0"] is None
+    assert measured["keep=0.5"] == next(row["speedup"] for row in advice.trial if row["option"] == "top-k keep=0.5")
