@@ -31,8 +31,9 @@ from typing import Any
 
 import torch.nn.functional as F
 
-from benchmarks.harness._sb import CostTable, advise
+from benchmarks.harness._sb import advise
 from benchmarks.harness.arms import BASELINE
+from benchmarks.harness.branch_trials import FIXED, KEEPS, ORDER, POINTS, STEPS, inputs_targets
 from benchmarks.harness.data import ShuffledBatches, dataset
 from benchmarks.harness.models import RECIPES
 from benchmarks.harness.records import machine, results_dir
@@ -48,17 +49,8 @@ from .trial import run_trials, trial_report
 RESULTS = results_dir("calibration")
 SUITES = RECIPE_SUITES  # name: (samples, family, label noise, epochs), as the auto benchmark trains them
 SEEDS = (0, 1, 2)
-POINTS = (0.0, 0.25, 0.5, 0.75)  # shares of the plain run at which advise is called
-KEEPS = (0.25, 0.5)
 SCORES = ("loss", "gradnorm")
-STEPS = 16  # loader batches advise measures per call (its first quarter warms up, untimed)
-ADVICE_ORDER = 7_919  # advise reads the training set in an order of its own (seed + this), never the run's batches
-FIXED = CostTable.forward_equivalents()  # --fixed-costs: a scored sample costs 1, a trained one 3
 SMOKE = {"samples": 2000, "epochs": 2, "seeds": (0,)}
-
-
-def _inputs_targets(batch: tuple[Any, ...]) -> tuple[Any, Any]:
-    return batch[0], batch[1]  # a noisy run's third field (the clean labels) is not scored
 
 
 def advisor(data: Any, family: str, seed: int, fixed: bool) -> Any:
@@ -68,7 +60,7 @@ def advisor(data: Any, family: str, seed: int, fixed: bool) -> Any:
     calls = [0]
 
     def inspect(model: Any, progress: float, optimizer: Any) -> dict[str, Any]:
-        loader = ShuffledBatches(data.fields(), recipe["batch"], seed + ADVICE_ORDER)
+        loader = ShuffledBatches(data.fields(), recipe["batch"], seed + ORDER)
         loader.set_epoch(calls[0])
         calls[0] += 1
         steps = min(STEPS, len(loader))  # the smoke run's loader has fewer batches than STEPS
@@ -76,7 +68,7 @@ def advisor(data: Any, family: str, seed: int, fixed: bool) -> Any:
         for score in SCORES:
             advice = advise(
                 loader, model, F.cross_entropy, steps=steps, keeps=KEEPS, score=score,
-                make_optimizer=user_optimizer(recipe), split=_inputs_targets, costs=FIXED if fixed else None,
+                make_optimizer=user_optimizer(recipe), split=inputs_targets, costs=FIXED if fixed else None,
                 trial_steps=0,  # the priced range only: the branch trial is trial.py's stage
             )  # fmt: skip
             smaller = [row for row in advice.rows if row["option"].startswith("smaller batch")]

@@ -5,7 +5,8 @@ benchmark's trial stage (the MNIST-1D suites) and the digits suite's.
 The hook: at each inspected point, ``advise(..., optimizer=<the live optimizer>, trial_steps=..., probe=...)`` on a
 loader over the training set without its last ``probe_samples`` samples (in an order of the advisor's own), the probe
 being those samples: no branch trains on them (the user's run does, under every branch alike). Its seconds are
-excluded from the run's (``train_run``'s inspect contract).
+excluded from the run's (``train_run``'s inspect contract). The settings below (points, keeps, timed steps, the
+advisor's order, the fixed cost table, the split) are also the calibration benchmark's priced stage's.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ ORDER = 7_919  # the advisor reads the training set in an order of its own
 FIXED = CostTable.forward_equivalents()  # --fixed-costs: a scored sample costs 1, a trained one 3
 
 
-def _inputs_targets(batch: tuple[Any, ...]) -> tuple[Any, Any]:
+def inputs_targets(batch: tuple[Any, ...]) -> tuple[Any, Any]:
+    """The advisor's split: inputs and labels (a noisy run's third field, the clean labels, is never scored)."""
     return batch[0], batch[1]
 
 
@@ -57,7 +59,7 @@ def trialler(
         steps = min(STEPS, max(4, len(loader) // 4))
         advice = advise(
             loader, model, F.cross_entropy, steps=steps, keeps=KEEPS, optimizer=optimizer, trial_steps=trial,
-            probe=probe, split=_inputs_targets, costs=FIXED if fixed else None,
+            probe=probe, split=inputs_targets, costs=FIXED if fixed else None,
         )  # fmt: skip
         rows = [{k: v for k, v in row.items() if k != "curve"}
                 | {"curve": list(zip(row["curve"].seconds, row["curve"].quality, strict=True))}
