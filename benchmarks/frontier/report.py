@@ -3,9 +3,10 @@ the limit, the targets, and the plot.
 
 **Priced seconds.** A run's seconds are its loader batches at the seconds per batch of its step kind (``timing.json``,
 interleaved): plain training at its batch; plain training on a pruned epoch (``prune``); a fresh selection step of
-its policy, keep and batch; a warm-cache step interpolated between the all-reused and the all-scored warm step by the
-run's measured share of scored samples. ``keep="auto"`` is priced as the plain run of its batch, LR and epochs times
-the ratio of their CPU seconds, both measured in one job.
+its policy, keep and batch (plus the reducible arm's up-front training steps, at plain steps' seconds, and its one
+no-grad pass over the mix, at the ``score`` kind's); a warm-cache step interpolated between the all-reused and the
+all-scored warm step by the run's measured share of scored samples. ``keep="auto"`` is priced as the plain run of
+its batch, LR and epochs times the ratio of their CPU seconds, both measured in one job.
 
 **The frontier.** ``plain`` at batch x LR x epochs, every run annealed over its own budget. Points are seed means.
 At a budget X (a share of the user's recipe's priced seconds), the frontier's accuracy ``F(X)`` is the best seed-mean
@@ -14,6 +15,10 @@ of its configurations whose seed-mean accuracy is at least ``F(X)``; its *ratio*
 frontier's own least seconds to ``F(X)``. Per seed, the same on that seed's runs alone. Both sides are read the same
 way (configurations' envelopes, no interpolation), so a family's ratio is below 1 only where a configuration of it
 really reaches the frontier's accuracy in fewer seconds.
+
+**The metric** (:class:`Metric`): test accuracy on the MNIST-1D suites (higher is better), nats per byte on the
+language model's (lower is better). Every reading above takes "best" and "at least" in the metric's direction; a
+*gap* is how far a family is ahead of the frontier, in the metric's unit (positive: ahead).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +34,68 @@ from benchmarks.harness.records import write_results
 
 from .arms import STALENESS
 from .data import Sizes
+from .lm import LMSizes
 from .suites import BUDGETS, Suite
 
 PLAIN = "plain"
 WARM = ("warm-topk-0.25", "warm-topk-0.5", "warm-prune", "warm-topk-0.25+prune")
-FRESH = ("topk-0.25", "topk-0.5", "rank-0.25", "importance-0.25")
+FRESH = ("topk-0.25", "topk-0.5", "rank-0.25", "importance-0.25", "reducible-0.25")
 AUTO = ("auto", "warm-auto")
-TARGETS = {"warm": 0.4, "fresh": 0.7, "scratch": 0.8, "auto_vs_best": 1.15, "per_seed": 0.9}
+TARGETS = {"warm": 0.4, "fresh": 0.7, "scratch": 0.8, "lm": 0.8, "auto_vs_best": 1.15, "per_seed": 0.9}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """The suite's test metric.
+
+    Attributes:
+        prefix: the records' keys are ``<prefix>_mix`` (the frontier's), ``<prefix>_new`` and ``<prefix>_old``.
+        higher: True where higher is better (accuracy), False where lower is (nats per byte).
+        label: its name in sentences and plots.
+        unit: its unit in table headers (``"%"`` or ``"nats/byte"``).
+    """
+
+    prefix: str
+    higher: bool
+    label: str
+    unit: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.prefix}_mix"
+
+    def signed(self, value: float) -> float:
+        """The value with higher always better."""
+        return value if self.higher else -value
+
+    def show(self, value: float | None) -> str:
+        """The value with its unit (``"93.47%"``, ``"1.2345"``); empty for None."""
+        if value is None:
+            return ""
+        return f"{100 * value:.2f}%" if self.higher else f"{value:.4f}"
+
+    def cell(self, value: float | None) -> str:
+        """The value in a table cell whose header names the unit; empty for None."""
+        if value is None:
+            return ""
+        return f"{100 * value:.2f}" if self.higher else f"{value:.4f}"
+
+    def gap(self, family: float, frontier: float) -> float:
+        """How far ``family`` is ahead of ``frontier``: percentage points, or nats per byte."""
+        ahead = self.signed(family) - self.signed(frontier)
+        return 100 * ahead if self.higher else ahead
+
+    @property
+    def gap_unit(self) -> str:
+        return "pp" if self.higher else "nats/byte"
+
+
+ACCURACY = Metric("acc", True, "accuracy", "%")
+NATS = Metric("nats", False, "nats per byte", "nats/byte")
+
+
+def metric_of(suite: Suite) -> Metric:
+    return NATS if suite.domain == "lm" else ACCURACY
 
 
 def price(record: dict[str, Any], kinds: dict[str, dict[str, float]], samples: int) -> float:
@@ -47,16 +108,20 @@ def price(record: dict[str, Any], kinds: dict[str, dict[str, float]], samples: i
         return plain_batches * t[f"plain b={batch}"] * record["cpu_seconds"] / record["paired_plain_cpu_seconds"]
     if cfg["policy"] is None:
         return steps * t[f"prune b={batch}" if cfg["prune"] is not None else f"plain b={batch}"]
-    if not cfg["warm"]:
-        return steps * t[f"{cfg['policy']} keep={cfg['keep']} b={batch}"]
+    if not cfg["warm"]:  # plus any up-front work (the reducible arm's irreducible model), priced as plain steps
+        upfront = record.get("upfront_steps", 0) * t.get(f"plain b={batch}", 0.0)
+        upfront += math.ceil(record.get("upfront_scored", 0) / batch) * t.get(f"score b={batch}", 0.0)
+        return steps * t[f"{cfg['policy']} keep={cfg['keep']} b={batch}"] + upfront
     sb = record["sb"]
     share = sb["samples_scored"] / max(1, sb["samples_seen"])
     reused, scored = t[f"warm-reused keep={cfg['keep']} b={batch}"], t[f"warm-scored keep={cfg['keep']} b={batch}"]
     return steps * (reused + share * (scored - reused))
 
 
-def configurations(records: list[dict[str, Any]], seed: int | None = None) -> dict[str, list[dict[str, Any]]]:
-    """By family, its configurations (batch, LR, epochs) with seed-mean (or one seed's) seconds and accuracies."""
+def configurations(
+    records: list[dict[str, Any]], seed: int | None = None, metric: Metric = ACCURACY
+) -> dict[str, list[dict[str, Any]]]:
+    """By family, its configurations (batch, LR, epochs) with seed-mean (or one seed's) seconds and metrics."""
     grouped: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         if seed is None or r["seed"] == seed:
@@ -64,10 +129,10 @@ def configurations(records: list[dict[str, Any]], seed: int | None = None) -> di
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for (family, batch, lr, epochs), runs in grouped.items():
         point = {"batch": batch, "lr": lr, "epochs": epochs, "seeds": len(runs)}
-        for key in ("seconds", "acc_mix", "acc_new", "acc_old"):
-            if key in runs[0]:  # the domains' accuracies: continued suites only
+        for key in ("seconds", *(f"{metric.prefix}_{part}" for part in ("mix", "new", "old"))):
+            if key in runs[0]:  # the domains' metrics: continued suites only
                 point[key] = statistics.fmean(r[key] for r in runs)
-        point["acc_mix_sd"] = statistics.stdev([r["acc_mix"] for r in runs]) if len(runs) > 1 else 0.0
+        point[f"{metric.key}_sd"] = statistics.stdev([r[metric.key] for r in runs]) if len(runs) > 1 else 0.0
         if "auto" in runs[0]:
             point["auto_on_share"] = statistics.fmean(r["auto"]["on_share"] for r in runs)
             point["auto_trials"] = statistics.fmean(r["auto"]["trials"] for r in runs)
@@ -75,15 +140,15 @@ def configurations(records: list[dict[str, Any]], seed: int | None = None) -> di
     return dict(out)
 
 
-def best_within(points: list[dict[str, Any]], seconds: float) -> dict[str, Any] | None:
-    """The most accurate point costing at most ``seconds``."""
+def best_within(points: list[dict[str, Any]], seconds: float, metric: Metric = ACCURACY) -> dict[str, Any] | None:
+    """The best point (by ``metric``) costing at most ``seconds``."""
     within = [p for p in points if p["seconds"] <= seconds]
-    return max(within, key=lambda p: p["acc_mix"]) if within else None
+    return max(within, key=lambda p: metric.signed(p[metric.key])) if within else None
 
 
-def cheapest_reaching(points: list[dict[str, Any]], accuracy: float) -> dict[str, Any] | None:
-    """The cheapest point whose accuracy is at least ``accuracy``."""
-    reaching = [p for p in points if p["acc_mix"] >= accuracy - 1e-12]
+def cheapest_reaching(points: list[dict[str, Any]], target: float, metric: Metric = ACCURACY) -> dict[str, Any] | None:
+    """The cheapest point whose metric is ``target`` or better."""
+    reaching = [p for p in points if metric.signed(p[metric.key]) >= metric.signed(target) - 1e-12]
     return min(reaching, key=lambda p: p["seconds"]) if reaching else None
 
 
@@ -97,55 +162,58 @@ def cpu_check(records: list[dict[str, Any]]) -> dict[str, float]:
     return {family: statistics.median(values) / plain for family, values in by.items()}
 
 
-def ratios(points: dict[str, list[dict[str, Any]]], budgets: list[float]) -> dict[str, Any]:
+def ratios(points: dict[str, list[dict[str, Any]]], budgets: list[float], metric: Metric = ACCURACY) -> dict[str, Any]:
     """Per budget: the frontier's point and, per family, its cheapest point reaching it, the ratio, and the family's
-    best accuracy within the budget."""
+    best metric within the budget with its gap to the frontier (``Metric.gap``: positive is ahead)."""
     out: dict[str, Any] = {}
     for budget in budgets:
-        frontier = best_within(points[PLAIN], budget)
+        frontier = best_within(points[PLAIN], budget, metric)
         if frontier is None:
             out[f"{budget:.3f}"] = None
             continue
-        target = frontier["acc_mix"]
-        base = cheapest_reaching(points[PLAIN], target)
+        target = frontier[metric.key]
+        base = cheapest_reaching(points[PLAIN], target, metric)
         assert base is not None
         row: dict[str, Any] = {"budget_seconds": budget, "frontier": frontier, "target": target, "families": {}}
         for family, pts in points.items():
-            reach = cheapest_reaching(pts, target)
-            within = best_within(pts, budget)
+            reach = cheapest_reaching(pts, target, metric)
+            within = best_within(pts, budget, metric)
             row["families"][family] = {
                 "reach": reach,
                 "ratio": None if reach is None else reach["seconds"] / base["seconds"],
-                "acc_within": None if within is None else within["acc_mix"],
-                "gap_within_pp": None if within is None else 100 * (within["acc_mix"] - target),
+                "within": None if within is None else within[metric.key],
+                "gap_within": None if within is None else metric.gap(within[metric.key], target),
             }
         out[f"{budget:.3f}"] = row
     return out
 
 
-def limits(kinds: dict[str, dict[str, float]], sizes: Sizes | None) -> dict[str, Any]:
-    """What an epoch can cost at best, in plain epochs at batch 256 (from the step timing): in a continued suite,
-    training only the new samples and scoring nothing (``ideal``); fresh scoring at each keep; the warm cache at each
-    keep (known samples rescored once every ``staleness + 1`` epochs); and the per-sample seconds they come from."""
+def limits(kinds: dict[str, dict[str, float]], sizes: Sizes | LMSizes | None, batch: int = 256) -> dict[str, Any]:
+    """What an epoch can cost at best, in plain epochs at the user's ``batch`` (from the step timing): in a continued
+    suite, training only the new samples and scoring nothing (``ideal``); fresh scoring at each keep; the warm cache at
+    each keep (known samples rescored once every ``staleness + 1`` epochs); and the per-sample seconds they come
+    from."""
     t = {name: kind["seconds_per_batch"] for name, kind in kinds.items()}
-    plain = t["plain b=256"]
+    b = batch
+    plain = t[f"plain b={b}"]
     out: dict[str, Any] = {}
     if sizes is not None:
         out.update(new_share=sizes.new / sizes.mix, known_share=sizes.known)
         out["ideal"] = sizes.new / sizes.mix  # train the new samples once an epoch, score nothing
     for keep in (0.25, 0.5):
-        fresh, reused, scored = (t.get(f"topk keep={keep} b=256"), t.get(f"warm-reused keep={keep} b=256"),
-                                 t.get(f"warm-scored keep={keep} b=256"))  # fmt: skip
+        fresh, reused, scored = (t.get(f"topk keep={keep} b={b}"), t.get(f"warm-reused keep={keep} b={b}"),
+                                 t.get(f"warm-scored keep={keep} b={b}"))  # fmt: skip
         if fresh is not None:
             out[f"fresh keep={keep}"] = fresh / plain
         if reused is not None and scored is not None:
             out[f"warm keep={keep}"] = (reused + (scored - reused) / (STALENESS + 1)) / plain
             out[f"warm keep={keep}, nothing scored"] = reused / plain
-    if "topk keep=0.25 b=256" in t and "topk keep=0.5 b=256" in t:
-        per_trained = (t["topk keep=0.5 b=256"] - t["topk keep=0.25 b=256"]) / (0.25 * 256)
+    low, high = f"topk keep=0.25 b={b}", f"topk keep=0.5 b={b}"
+    if low in t and high in t:
+        per_trained = (t[high] - t[low]) / (0.25 * b)
         out["train_seconds_per_sample"] = per_trained
-        out["score_seconds_per_sample"] = (t["topk keep=0.25 b=256"] - 64 * per_trained) / 256
-        out["plain_seconds_per_sample"] = plain / 256
+        out["score_seconds_per_sample"] = (t[low] - math.ceil(0.25 * b) * per_trained) / b
+        out["plain_seconds_per_sample"] = plain / b
     return out
 
 
@@ -153,18 +221,14 @@ def _fmt(value: float | None, spec: str = ".2f", none: str = "never") -> str:
     return none if value is None else format(value, spec)
 
 
-def _pct(value: float | None) -> str:
-    return "" if value is None else f"{100 * value:.2f}"
-
-
-def _point(p: dict[str, Any] | None) -> str:
+def _point(p: dict[str, Any] | None, metric: Metric) -> str:
     if p is None:
         return "never"
-    return f"b{p['batch']} lr {p['lr']:g} {p['epochs']} ep, {100 * p['acc_mix']:.2f}% in {p['seconds']:.2f} s"
+    return f"b{p['batch']} lr {p['lr']:g} {p['epochs']} ep, {metric.show(p[metric.key])} in {p['seconds']:.2f} s"
 
 
 def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, pretrained: dict[str, dict[str, Any]],
-           sizes: Sizes | None, samples: int, out: Path) -> dict[str, Any]:  # fmt: skip
+           sizes: Sizes | LMSizes | None, samples: int, out: Path) -> dict[str, Any]:  # fmt: skip
     """Price every run, build the frontier and the ratios per budget (seed means and per seed), write
     ``summary.json``, ``table.md`` and ``accuracy_vs_seconds.png``; returns the summary.
 
@@ -173,15 +237,17 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
         timing: its ``timing.json``.
         suite: the suite (its recipe and reference epochs make the budgets).
         pretrained: per seed, the pretrained model's accuracies (``pretrained.json``); empty from scratch.
-        sizes: the continued mix's sizes; None from scratch.
+        sizes: the continued mix's sizes (``LMSizes`` for the language model's); None from scratch.
         samples: training samples (the mix's size when continued).
         out: the folder written.
     """
     kinds = timing["kinds"]
+    metric = metric_of(suite)
+    key = metric.key
     for r in records:
         r["seconds"] = price(r, kinds, samples)
     seeds = sorted({r["seed"] for r in records})
-    points = configurations(records)
+    points = configurations(records, metric=metric)
     recipe = suite.recipe
     reference = [p for p in points[PLAIN] if p["batch"] == recipe["batch"] and math.isclose(p["lr"], recipe["lr"])]
     reference = sorted(reference, key=lambda p: (p["epochs"] != suite.reference_epochs, -p["epochs"]))
@@ -189,9 +255,9 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
         raise SystemExit(f"no plain run at the user's recipe (batch {recipe['batch']}, lr {recipe['lr']:g}) recorded")
     ref = reference[0]
     budgets = [f * ref["seconds"] for f in BUDGETS]
-    mean_ratios = ratios(points, budgets)
-    per_seed = {s: ratios(configurations(records, s), [f * ref["seconds"] for f in BUDGETS]) for s in seeds}
-    limit = limits(kinds, sizes)
+    mean_ratios = ratios(points, budgets, metric)
+    per_seed = {s: ratios(configurations(records, s, metric), budgets, metric) for s in seeds}
+    limit = limits(kinds, sizes, recipe["batch"])
     families = list(points)
     per_epoch = {}
     plain_epoch = ref["seconds"] / ref["epochs"]
@@ -199,29 +265,39 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
         at_batch = [p["seconds"] / (p["epochs"] * plain_epoch) for p in pts if p["batch"] == recipe["batch"]]
         per_epoch[family] = statistics.median(at_batch) if at_batch else math.nan
     check = cpu_check(records)
-    keys = ("acc_mix", "acc_new", "acc_old")
+    keys = tuple(f"{metric.prefix}_{part}" for part in ("mix", "new", "old"))
     pre = {k: statistics.fmean(p[f"pretrained_{k}"] for p in pretrained.values()) for k in keys} if pretrained else {}
     title = "Continued training" if suite.continued else "From scratch"
     lines = [f"# {title} ({suite.name}, {suite.family}): against the budget-matched tuned frontier", ""]
     if sizes is not None:
+        unit = "128-byte chunks" if isinstance(sizes, LMSizes) else "samples"
+        domains = ("the standard library's code", "Python's documentation text") if isinstance(sizes, LMSizes) else (
+            "the old domain", "new domain")  # fmt: skip
         lines.append(
-            f"Mix of {sizes.mix:,} samples ({100 * sizes.known:.0f}% replayed from pretraining, "
-            f"{100 * sizes.fresh / sizes.mix:.0f}% fresh of the old domain, {100 * sizes.new / sizes.mix:.0f}% new "
-            f"domain); the pretrained model: mix {100 * pre['acc_mix']:.2f}%, new {100 * pre['acc_new']:.2f}%, old "
-            f"{100 * pre['acc_old']:.2f}%."
+            f"Mix of {sizes.mix:,} {unit} ({100 * sizes.known:.0f}% replayed from pretraining, "
+            f"{100 * sizes.fresh / sizes.mix:.0f}% fresh of {domains[0]}, {100 * sizes.new / sizes.mix:.0f}% "
+            f"{domains[1]}); the pretrained model{'' if metric.higher else f' ({metric.label})'}: mix "
+            f"{metric.show(pre[keys[0]])}, new {metric.show(pre[keys[1]])}, old {metric.show(pre[keys[2]])}."
         )
     else:
         flipped = f", {suite.noise:.0%} of their labels flipped (the test labels clean)" if suite.noise else ""
         lines.append(f"MNIST-1D, {samples:,} training samples{flipped}, from scratch.")
+    gap = (
+        "**Gap** = the family's best accuracy within the budget minus the frontier's there (pp). "
+        if metric.higher
+        else "**Gap** = the frontier's nats per byte at the budget minus the family's best within it (nats/byte; "
+        "positive: ahead). "
+    )
     lines += [
         f"Seeds {seeds}. The user's recipe (plain b{recipe['batch']} lr {recipe['lr']:g}, {ref['epochs']} epochs): "
-        f"{100 * ref['acc_mix']:.2f}% in {ref['seconds']:.2f} priced s. Budgets: "
+        f"{metric.show(ref[key])} in {ref['seconds']:.2f} priced s. Budgets: "
         + ", ".join(f"{f:g}x = {b:.2f} s" for f, b in zip(BUDGETS, budgets, strict=True))
         + ".",
         "",
-        "**Ratio** = the family's least priced seconds to the frontier's accuracy at that budget over the frontier's "
-        "(seed means; per seed in brackets; < 1 pays). **Gap** = the family's best accuracy within the budget minus "
-        "the frontier's there (pp). **Epoch cost** = median priced seconds per epoch at batch 256, in plain epochs "
+        f"**Ratio** = the family's least priced seconds to the frontier's {metric.label} at that budget over the "
+        "frontier's (seed means; per seed in brackets; < 1 pays). "
+        + gap
+        + f"**Epoch cost** = median priced seconds per epoch at batch {recipe['batch']}, in plain epochs "
         "(the limit below says what is possible). **CPU check** = the family's median priced / measured CPU seconds "
         "over plain's (the runs ran two at a time, so their own seconds are inflated alike; near 1: the pricing "
         "agrees with what the runs measured).",
@@ -245,30 +321,32 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
                 ratio = None if seed_row is None else seed_row["families"].get(family, {}).get("ratio")
                 seed_ratios.append(_fmt(ratio))
             cells.append(f"{_fmt(fam['ratio'])} [{', '.join(seed_ratios)}]")
-            cells.append(_fmt(fam["gap_within_pp"], "+.2f", "n/a"))
+            cells.append(_fmt(fam["gap_within"], "+.2f" if metric.higher else "+.4f", "n/a"))
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "## The frontier and who reaches it, per budget", ""]
     for f, budget in zip(BUDGETS, budgets, strict=True):
         row = mean_ratios[f"{budget:.3f}"]
         if row is None:
             continue
-        lines.append(f"- **{f:g}x ({budget:.2f} s)**: frontier {_point(row['frontier'])}; "
-                     + "; ".join(f"{fam}: {_point(v['reach'])}" for fam, v in row["families"].items()
+        lines.append(f"- **{f:g}x ({budget:.2f} s)**: frontier {_point(row['frontier'], metric)}; "
+                     + "; ".join(f"{fam}: {_point(v['reach'], metric)}" for fam, v in row["families"].items()
                                  if fam != PLAIN and v["reach"] is not None))  # fmt: skip
-    lines += ["", "## The limit (from the step timing, in plain epochs at batch 256)", ""]
+    lines += ["", f"## The limit (from the step timing, in plain epochs at batch {recipe['batch']})", ""]
     lines += [f"- {name}: {value:.3g}" for name, value in limit.items()]
     lines += ["", "## Targets", ""]
-    verdicts = targets(mean_ratios, per_seed, points, budgets, continued=suite.continued)
+    verdicts = targets(mean_ratios, per_seed, points, budgets, continued=suite.continued, metric=metric,
+                       lm=suite.domain == "lm")  # fmt: skip
     lines += [f"- {v}" for v in verdicts]
     lines += ["", "## Every configuration (seed means)", "",
-              "| family | batch | lr | epochs | priced s | test (mix) % (sd) | new % | old % | auto on-share |",
-              "|" + " --- |" * 9]  # fmt: skip
+              f"| family | batch | lr | epochs | priced s | test (mix) {metric.unit} (sd) | new {metric.unit} | old "
+              f"{metric.unit} | auto on-share |", "|" + " --- |" * 9]  # fmt: skip
     for family, pts in points.items():
         for p in sorted(pts, key=lambda p: (p["batch"], p["lr"], p["epochs"])):
+            new, old = p.get(f"{metric.prefix}_new"), p.get(f"{metric.prefix}_old")
             lines.append(
                 f"| {family} | {p['batch']} | {p['lr']:g} | {p['epochs']} | {p['seconds']:.2f} | "
-                f"{100 * p['acc_mix']:.2f} ({100 * p['acc_mix_sd']:.2f}) | {_pct(p.get('acc_new'))} | "
-                f"{_pct(p.get('acc_old'))} | {_fmt(p.get('auto_on_share'), '.2f', '')} |"
+                f"{metric.cell(p[key])} ({metric.cell(p[f'{key}_sd'])}) | {metric.cell(new)} | {metric.cell(old)} | "
+                f"{_fmt(p.get('auto_on_share'), '.2f', '')} |"
             )
     summary = {
         "reference": ref, "budgets": dict(zip(map(str, BUDGETS), budgets, strict=True)), "pretrained": pre,
@@ -276,22 +354,27 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
         "points": points, "timing": timing, "cpu_check": check,
     }  # fmt: skip
     write_results(out, summary, "\n".join(lines) + "\n")
-    title = f"{title} ({suite.name}: MNIST-1D, {suite.family}): envelopes against the tuned frontier"
-    plot(points, budgets, out / "accuracy_vs_seconds.png", title, "mix test" if suite.continued else "test")
+    data = "stdlib code and docs" if suite.domain == "lm" else "MNIST-1D"
+    title = f"{title} ({suite.name}: {data}, {suite.family}): envelopes against the tuned frontier"
+    name = "nats_vs_seconds.png" if suite.domain == "lm" else "accuracy_vs_seconds.png"
+    plot(points, budgets, out / name, title, "mix test" if suite.continued else "test", metric)
     return summary
 
 
-def targets(mean_ratios: dict[str, Any], per_seed: dict[int, Any], points: dict[str, Any],
-            budgets: list[float], *, continued: bool = True) -> list[str]:  # fmt: skip
+def targets(mean_ratios: dict[str, Any], per_seed: dict[int, Any], points: dict[str, Any], budgets: list[float],
+            *, continued: bool = True, metric: Metric = ACCURACY, lm: bool = False) -> list[str]:  # fmt: skip
     """The issue's targets, met or missed, per budget: continued, the warm cache at most 0.4x, fresh scoring 0.7x,
-    auto within 1.15x of the best fixed family; from scratch, selection at most 0.8x. A ratio is met on the seed
-    mean with every seed's ratio below 0.9."""
+    auto within 1.15x of the best fixed family; the continued language model, any selection (warm or fresh) at most
+    0.8x (auto's numbers reported, no target); from scratch, selection at most 0.8x. A ratio is met on the seed mean
+    with every seed's ratio below 0.9."""
     out = []
-    groups = (
-        (("warm cache", WARM, TARGETS["warm"]), ("fresh scoring", FRESH, TARGETS["fresh"]))
-        if continued
-        else (("selection", FRESH, TARGETS["scratch"]),)
-    )
+    if lm:
+        groups: tuple[tuple[str, tuple[str, ...], float], ...] = (("selection", (*WARM, *FRESH), TARGETS["lm"]),)
+    elif continued:
+        groups = (("warm cache", WARM, TARGETS["warm"]), ("fresh scoring", FRESH, TARGETS["fresh"]))
+    else:
+        groups = (("selection", FRESH, TARGETS["scratch"]),)
+    no_auto_target = lm or not continued
     for label, group, bound in groups:
         for budget in budgets:
             row = mean_ratios[f"{budget:.3f}"]
@@ -300,14 +383,14 @@ def targets(mean_ratios: dict[str, Any], per_seed: dict[int, Any], points: dict[
             cands = [(row["families"][f]["ratio"], f) for f in group if f in row["families"]]
             cands = [(r, f) for r, f in cands if r is not None]
             if not cands:
-                out.append(f"{label} at {budget:.2f} s: missed (no configuration reaches {100 * row['target']:.2f}%)")
+                out.append(f"{label} at {budget:.2f} s: missed (no configuration reaches {metric.show(row['target'])})")
                 continue
             ratio, family = min(cands)
             seeds = [per_seed[s][f"{budget:.3f}"]["families"].get(family, {}).get("ratio") for s in per_seed
                      if per_seed[s][f"{budget:.3f}"] is not None]  # fmt: skip
             seed_ok = all(r is not None and r < TARGETS["per_seed"] for r in seeds)
             met = ratio <= bound and seed_ok
-            out.append(f"{label} at {budget:.2f} s (frontier {100 * row['target']:.2f}%): best {family} "
+            out.append(f"{label} at {budget:.2f} s (frontier {metric.show(row['target'])}): best {family} "
                        f"{ratio:.2f}x (target <= {bound}x; per seed {[_fmt(r) for r in seeds]}, each < 0.9: "
                        f"{'yes' if seed_ok else 'no'}): {'met' if met else 'missed'}")  # fmt: skip
     for budget in budgets:
@@ -321,11 +404,11 @@ def targets(mean_ratios: dict[str, Any], per_seed: dict[int, Any], points: dict[
                 continue
             on = statistics.fmean(p.get("auto_on_share", 0.0) for p in points[auto])
             mine = row["families"][auto]["ratio"]
-            if not continued and (not fixed or mine is None):
+            if no_auto_target and (not fixed or mine is None):
                 reached = "no" if mine is None else f"{mine:.2f}x"
                 best_fixed = "none reaches it" if not fixed else f"{min(fixed)[1]} {min(fixed)[0]:.2f}x"
                 out.append(f"{auto} at {budget:.2f} s: on-share {on:.2f}; reaches the frontier: {reached}; best "
-                           f"fixed: {best_fixed} (no target from scratch)")  # fmt: skip
+                           f"fixed: {best_fixed} (no target {'here' if lm else 'from scratch'})")  # fmt: skip
                 continue
             if not fixed or mine is None:
                 best_fixed = "none reaches it" if not fixed else f"{min(fixed)[1]} {min(fixed)[0]:.2f}x"
@@ -333,9 +416,9 @@ def targets(mean_ratios: dict[str, Any], per_seed: dict[int, Any], points: dict[
                            f"{'no' if mine is None else f'{mine:.2f}x'}; best fixed: {best_fixed}: missed")  # fmt: skip
                 continue
             best, family = min(fixed)
-            if not continued:  # no target for auto from scratch: its numbers only
+            if no_auto_target:  # no target for auto from scratch or on the LM: its numbers only
                 out.append(f"{auto} at {budget:.2f} s: on-share {on:.2f}, {mine:.2f}x; the best fixed {family} "
-                           f"{best:.2f}x (no target from scratch)")  # fmt: skip
+                           f"{best:.2f}x (no target {'here' if lm else 'from scratch'})")  # fmt: skip
                 continue
             met = on > 0 and mine <= TARGETS["auto_vs_best"] * best
             out.append(f"{auto} at {budget:.2f} s: on-share {on:.2f}, {mine:.2f}x against the best fixed "
@@ -344,9 +427,10 @@ def targets(mean_ratios: dict[str, Any], per_seed: dict[int, Any], points: dict[
     return out
 
 
-def plot(points: dict[str, list[dict[str, Any]]], budgets: list[float], path: Path, title: str, metric: str) -> None:
-    """Mix accuracy against priced seconds: every family's envelope (its best accuracy within each cost), the
-    frontier in black, the budgets dotted."""
+def plot(points: dict[str, list[dict[str, Any]]], budgets: list[float], path: Path, title: str, test: str,
+         metric: Metric = ACCURACY) -> None:  # fmt: skip
+    """The mix test metric against priced seconds: every family's envelope (its best within each cost), the frontier
+    in black, the budgets dotted."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -355,12 +439,12 @@ def plot(points: dict[str, list[dict[str, Any]]], budgets: list[float], path: Pa
     fig, ax = plt.subplots(figsize=(9, 5.5))
     for index, (family, pts) in enumerate(points.items()):
         pts = sorted(pts, key=lambda p: p["seconds"])
-        xs, ys, best = [], [], -1.0
+        xs, ys, best = [], [], -math.inf
         for p in pts:
-            if p["acc_mix"] > best:
-                best = p["acc_mix"]
+            if metric.signed(p[metric.key]) > best:
+                best = metric.signed(p[metric.key])
                 xs.append(p["seconds"])
-                ys.append(100 * best)
+                ys.append(float(metric.cell(p[metric.key])))
         style: dict[str, Any] = {"color": "black", "lw": 2.5} if family == PLAIN else {
             "lw": 1.2, "color": plt.cm.tab20(index % 20), "ls": "--" if "auto" in family else "-"
         }  # fmt: skip
@@ -369,9 +453,12 @@ def plot(points: dict[str, list[dict[str, Any]]], budgets: list[float], path: Pa
         ax.axvline(b, ls=":", color="grey")
     ax.set_xscale("log")
     ax.set_xlabel("priced seconds (log)")
-    ax.set_ylabel(f"{metric} accuracy (%)")
-    ax.set_ylim(bottom=max(0.0, min(100 * p["acc_mix"] for p in points[PLAIN]) - 1))
-    ax.legend(fontsize=7, loc="lower right")
+    ax.set_ylabel(f"{test} {metric.label} ({metric.unit})")
+    if metric.higher:
+        ax.set_ylim(bottom=max(0.0, min(100 * p[metric.key] for p in points[PLAIN]) - 1))
+    else:
+        ax.set_ylim(top=max(p[metric.key] for p in points[PLAIN]) + 0.05)
+    ax.legend(fontsize=7, loc="lower right" if metric.higher else "upper right")
     ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -1,20 +1,25 @@
 """Selection against the budget-matched tuned frontier: continued training on data the model mostly knows, and from
 scratch (issue 30).
 
-Exact commands (from the repository root; SUITE is ``continued``, ``scratch-cnn``, ``scratch-noisy`` or
-``scratch-mlp``):
+Exact commands (from the repository root; SUITE is ``continued``, ``continued-lm``, ``scratch-cnn``,
+``scratch-noisy`` or ``scratch-mlp``):
 
     python -m benchmarks frontier pretrain continued   # the pretrained model and cache of every seed (not timed)
+    python -m benchmarks frontier pretrain continued-lm
     python -m benchmarks frontier run SUITE --worker 0/2 & python -m benchmarks frontier run SUITE --worker 1/2; wait
     python -m benchmarks frontier timing SUITE         # interleaved step timing, alone: the seconds runs are priced at
     python -m benchmarks frontier report SUITE         # frontier, ratios per budget, the limit, targets, the plot
     python -m benchmarks frontier all continued --smoke --out /tmp/frontier   # every stage in seconds (CI's)
+    python -m benchmarks frontier trial continued-lm     # advise's branch trial on the LM (trial.py), then
+    python -m benchmarks frontier trial-report continued-lm
 
 The suites (``suites.py``, ``data.py``): ``continued``, a ConvNet pretrained on 8,000 MNIST-1D samples and continued
 on a 15,000-sample mix (the 8,000 again, 4,000 fresh of the same domain, 3,000 of a time-reversed domain), test
 accuracy on the mix (80/20), on the new domain alone and on the old (forgetting); ``scratch-cnn`` and
 ``scratch-mlp``, the ConvNet and the MLP trained from scratch on MNIST-1D 20k. The user's recipe: batch 256, AdamW,
-the family's LR, one-cycle, the suite's reference epochs.
+the family's LR, one-cycle, the suite's reference epochs. ``continued-lm`` (:mod:`.lm`): the ByteLM pretrained on
+the standard library's code and continued on a mix of that code (replayed and fresh) and Python's documentation
+text, in nats per byte (recipe: batch 16, AdamW 2e-3, one-cycle, 4 epochs).
 
 Every run is annealed over its own budget (epochs). Plain training at batch {64, 128, 256} x LR {1/3, 1, 2}x the
 recipe's x the suite's epochs is the frontier; every selection family gets the same LRs (fresh top-k also batch 128).
@@ -46,6 +51,7 @@ from benchmarks.harness.train import train_run
 
 from .arms import BudgetArm, endless_steps
 from .data import SMOKE_SIZES, Mix, Sizes, domains, mix, pretrain, scratch
+from .lm import SMOKE_LM_SIZES, LMMix, LMSizes, endless_lm_scoring, endless_lm_steps, lm_mix, lm_run, pretrain_lm
 from .suites import KEEP, SUITES, Suite
 
 RESULTS = results_dir("frontier")
@@ -63,9 +69,14 @@ def _model_of(data: Mix, suite: Suite, seed: int, held: list) -> Callable[[], to
     return build
 
 
-def one_run(data: Mix, suite: Suite, arm: BudgetArm, epochs: int, seed: int) -> dict[str, Any]:
+def one_run(data: Any, suite: Suite, arm: BudgetArm, epochs: int, seed: int) -> dict[str, Any]:
     """Train one arm for ``epochs`` (from the seed's pretrained model in a continued suite); its record with the test
-    accuracies (mix; new and old domain when continued) and its thread CPU seconds."""
+    metrics (accuracies, or nats per byte for the LM: mix; new and old domain when continued) and its thread CPU
+    seconds."""
+    if suite.domain == "lm":
+        record = lm_run(data, arm, epochs, seed)
+        record["cpu_seconds"] = record["seconds"]
+        return record
     held: list[torch.nn.Module] = []
     record = train_run(
         data, arm, family=suite.family, epochs=epochs, seed=seed, evals=2, clock=cpu_clock,
@@ -76,7 +87,7 @@ def one_run(data: Mix, suite: Suite, arm: BudgetArm, epochs: int, seed: int) -> 
     return record
 
 
-def run(data: Mix, suite: Suite, out: Path, seeds: tuple[int, ...], smoke: bool, worker: tuple[int, int]) -> None:
+def run(data: Any, suite: Suite, out: Path, seeds: tuple[int, ...], smoke: bool, worker: tuple[int, int]) -> None:
     """Every (seed, budget level, arm) not yet in ``out/runs.jsonl`` (this worker's share), interleaved."""
     arms = suite.plan(smoke)
 
@@ -104,9 +115,11 @@ def run(data: Mix, suite: Suite, out: Path, seeds: tuple[int, ...], smoke: bool,
                     if level < len(epochs):
                         yield job(arm, epochs[level], seed)
 
+    prefix = "nats" if suite.domain == "lm" else "acc"
+
     def line(r: dict) -> None:
-        extra = "".join(f" {k[4:]}={r[k]:.4f}" for k in ("acc_new", "acc_old") if k in r)
-        print(f"{suite.name} seed={r['seed']} {r['arm']:<36} e={r['epochs']:<3} mix={r['acc_mix']:.4f}{extra} "
+        extra = "".join(f" {k}={r[f'{prefix}_{k}']:.4f}" for k in ("new", "old") if f"{prefix}_{k}" in r)
+        print(f"{suite.name} seed={r['seed']} {r['arm']:<36} e={r['epochs']:<3} mix={r[f'{prefix}_mix']:.4f}{extra} "
               f"cpu={r['cpu_seconds']:.1f}s", flush=True)  # fmt: skip
 
     out.mkdir(parents=True, exist_ok=True)
@@ -116,15 +129,17 @@ def run(data: Mix, suite: Suite, out: Path, seeds: tuple[int, ...], smoke: bool,
 def step_kinds(suite: Suite, smoke: bool) -> dict[str, tuple[BudgetArm, bool]]:
     """The step kinds the suite's runs are priced with: name -> (arm, prefill)."""
     b, lr = suite.recipe["batch"], suite.recipe["lr"]
+    names = {arm.name for arm, _ in suite.families()}
     kinds: dict[str, tuple[BudgetArm, bool]] = {}
-    for batch in (64, b) if smoke else (64, 128, b):
+    for batch in (min(suite.plain_batches), b) if smoke else suite.plain_batches:
         kinds[f"plain b={batch}"] = (BudgetArm("t", batch=batch, lr=lr), False)
-    for batch in (b,) if smoke else (128, b):
+    for batch in (b,) if smoke else (*suite.fresh_batches, b):
         for keep in (0.25, 0.5):
             arm = BudgetArm("t", batch=batch, lr=lr, policy="topk", keep=keep)
             kinds[f"topk keep={keep} b={batch}"] = (arm, False)
-    for policy in ("random", "rank", "importance"):
-        kinds[f"{policy} keep={KEEP} b={b}"] = (BudgetArm("t", batch=b, lr=lr, policy=policy, keep=KEEP), False)
+    for policy in ("random", "rank", "importance", "reducible"):
+        if f"{policy}-{KEEP}" in names:
+            kinds[f"{policy} keep={KEEP} b={b}"] = (BudgetArm("t", batch=b, lr=lr, policy=policy, keep=KEEP), False)
     if suite.continued:
         kinds[f"prune b={b}"] = (BudgetArm("t", batch=b, lr=lr, warm=True, prune=0.5, staleness=10**6), True)
         for keep in (0.25, 0.5):
@@ -134,15 +149,21 @@ def step_kinds(suite: Suite, smoke: bool) -> dict[str, tuple[BudgetArm, bool]]:
     return kinds
 
 
-def timing(data: Mix, suite: Suite, out: Path, smoke: bool) -> dict[str, Any]:
+def timing(data: Any, suite: Suite, out: Path, smoke: bool) -> dict[str, Any]:
     """Median thread CPU seconds per loader batch of every step kind, interleaved (blocks of about 0.25 s, the order
     rotating, 12 rounds after a warm-up round); writes ``<out>/timing.json``."""
     rounds, seconds_per_block = (2, 0.0) if smoke else (12, 0.25)
     kinds = step_kinds(suite, smoke)
     steppers = {
-        name: endless_steps(arm, data, suite.family, pretrained=suite.continued, prefill=prefill)
+        name: endless_lm_steps(arm, data, prefill=prefill)
+        if suite.domain == "lm"
+        else endless_steps(arm, data, suite.family, pretrained=suite.continued, prefill=prefill)
         for name, (arm, prefill) in kinds.items()
     }
+    if f"reducible-{KEEP}" in {arm.name for arm, _ in suite.families()}:  # its up-front pass over the mix
+        b = suite.recipe["batch"]
+        steppers[f"score b={b}"] = endless_lm_scoring(data, b)
+        kinds[f"score b={b}"] = (BudgetArm("score", batch=b), False)
     for stepper in steppers.values():  # build each (model, loader, prefilled cache) outside the timing
         next(stepper)
     block = dict.fromkeys(kinds, 2 if smoke else 10)
@@ -165,22 +186,31 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks frontier", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("stage", choices=["pretrain", "run", "timing", "report", "all"])
+    parser.add_argument("stage", choices=["pretrain", "run", "timing", "report", "all", "trial", "trial-report"])
     parser.add_argument("suite", choices=sorted(SUITES))
     parser.add_argument("--out", type=Path, help="results folder (default results/frontier/SUITE)")
     parser.add_argument("--seeds", help="comma-separated seeds (default 0,1,2)")
     parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, one seed, tiny grids")
     parser.add_argument("--worker", default="0/1", help="I/N: run every N-th run from the I-th (parallel processes)")
+    parser.add_argument("--trial-steps", type=int, help="trial: loader batches per option (default 256; smoke 16)")
     args = parser.parse_args(argv)
+    if args.stage.startswith("trial") and SUITES[args.suite].domain != "lm":
+        parser.error(f"the trial stages are the language model's (continued-lm); for {args.suite} advise's trial is "
+                     "`python -m benchmarks calibration trial`")  # fmt: skip
     info = setup()
     suite = SUITES[args.suite]
     out = args.out or RESULTS / suite.name
-    sizes = SMOKE_SIZES if args.smoke else Sizes()
+    sizes: Sizes | LMSizes = SMOKE_SIZES if args.smoke else Sizes()
     seeds: tuple[int, ...] = (0,) if args.smoke else SEEDS
     if args.seeds:
         seeds = tuple(int(s) for s in args.seeds.split(","))
     worker = tuple(int(v) for v in args.worker.split("/"))
-    if suite.continued:
+    data: Mix | LMMix
+    if suite.domain == "lm":
+        sizes = SMOKE_LM_SIZES if args.smoke else LMSizes()
+        data = lm_mix(sizes, out / "pretrained")
+    elif suite.continued:
+        assert isinstance(sizes, Sizes)
         data = mix(sizes, out / "pretrained")
     else:
         data = scratch(2_000 if args.smoke else 20_000, noise=suite.noise)
@@ -196,19 +226,35 @@ def main(argv: list[str] | None = None) -> int:
             for seed in seeds:
                 path = out / "pretrained" / f"seed{seed}.pt"
                 if not path.exists():
-                    torch.save(pretrain(data, seed, suite.family, epochs=2 if args.smoke else 10), path)
+                    if isinstance(data, LMMix):
+                        torch.save(pretrain_lm(data, seed), path)
+                    else:
+                        torch.save(pretrain(data, seed, suite.family, epochs=2 if args.smoke else 10), path)
                 state = data.pretrained(seed)
                 accuracies[str(seed)] = {k: v for k, v in state.items() if k.startswith("pretrained_")}
-                print(f"pretrained seed={seed}: old {state['pretrained_acc_old']:.4f} "
-                      f"new {state['pretrained_acc_new']:.4f}", flush=True)  # fmt: skip
+                prefix = "nats" if suite.domain == "lm" else "acc"
+                print(f"pretrained seed={seed}: old {state[f'pretrained_{prefix}_old']:.4f} "
+                      f"new {state[f'pretrained_{prefix}_new']:.4f}", flush=True)  # fmt: skip
             record.write_text(json.dumps(accuracies, indent=2))
         elif stage == "run":
             run(data, suite, out, seeds, args.smoke, worker)  # type: ignore[arg-type]
-            described = {"sizes": vars(sizes)} if suite.continued else {"samples": len(data.y_train)}
+            described: dict[str, Any] = {"sizes": vars(sizes)} if suite.continued else {"samples": len(data.y_train)}
+            if isinstance(data, LMMix):
+                described["data"] = data.description
             (out / "machine.json").write_text(json.dumps({**machine(), **info, "suite": suite.name, **described},
                                                          indent=2))  # fmt: skip
         elif stage == "timing":
             timing(data, suite, out, args.smoke)
+        elif stage == "trial":
+            from .trial import TRIAL, run_trial
+
+            assert isinstance(data, LMMix)
+            steps = args.trial_steps or (16 if args.smoke else TRIAL)
+            run_trial(data, suite, out, seeds, steps, fixed=args.smoke)
+        elif stage == "trial-report":
+            from .trial import trial_report
+
+            trial_report(out, suite, len(data.y_train))
         else:
             from .report import report
 

@@ -1,9 +1,10 @@
 """The frontier suites: data, model, the user's recipe, the grids and the pre-registered budgets of each.
 
-Every suite grids plain training at batch {64, 128, 256} x LR {1/3, 1, 2} x the recipe's (the MLP's widened to 4x
-and 8x) over its plain epochs (the frontier), and every selection family at the same LRs over its selection epochs
-(fresh top-k also at batch 128; the others at the user's batch). Budgets are pre-registered as shares of the user's
-recipe's priced seconds.
+Every suite grids plain training at its plain batches (MNIST-1D: {64, 128, 256}) x LR {1/3, 1, 2} x the recipe's
+(widened where the best LR sat at the top) over its plain epochs (the frontier), and every selection family at the
+same LRs over its selection epochs (fresh top-k also at the suite's ``fresh_batches``; the others at the user's
+batch). Budgets are pre-registered as shares of the user's recipe's priced seconds. The ``continued-lm`` suite is the
+language model's (``domain="lm"``: the ByteLM and its recipe, :mod:`.lm`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from .arms import BudgetArm
 
 BUDGETS = (0.25, 0.5, 1.0)
 KEEP = 0.25  # the controls' keep (random) and the other policies'
+LM_RECIPE = {"lr": 2e-3, "weight_decay": 0.01, "batch": 16}  # the continued ByteLM's: AdamW (0.9, 0.95), one-cycle
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,13 @@ class Suite:
             selection configurations): where the frontier's best LR sat at the top of ``lr_multipliers``.
         wider_families: the selection families ``wider`` applies to besides plain.
         noise: the share of training labels flipped (from scratch only; the test labels stay clean). Default 0.
+        domain: ``"mnist1d"`` (the family's model, accuracy) or ``"lm"`` (the ByteLM on the standard library and its
+            documentation, nats per byte; ``family`` must be ``"bytelm"``). Default ``"mnist1d"``.
+        plain_batches: the frontier grid's batch sizes. Default (64, 128, 256).
+        fresh_batches: fresh top-k's batch sizes besides the user's. Default (128,).
+        narrow_families: families run at the recipe's LR only (the grid's cost kept down where a family is a
+            control of a control). Default none.
+        skip: families of the standard list not run in this suite. Default none.
     """
 
     name: str
@@ -48,19 +57,29 @@ class Suite:
     wider: tuple[float, ...] = ()
     wider_families: tuple[str, ...] = ()
     noise: float = 0.0
+    domain: str = "mnist1d"
+    plain_batches: tuple[int, ...] = (64, 128, 256)
+    fresh_batches: tuple[int, ...] = (128,)
+    narrow_families: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.domain not in ("mnist1d", "lm") or (self.domain == "lm") != (self.family == "bytelm"):
+            raise ValueError(f"suite {self.name!r}: domain={self.domain!r} with family={self.family!r}: pass "
+                             "domain='lm' with family='bytelm', or 'mnist1d' with a harness.models family")  # fmt: skip
         if self.noise and self.continued:
             raise ValueError(f"suite {self.name!r}: noise= flips labels from scratch only; a continued suite's mix "
                              "has none: pass noise=0.0 or continued=False")  # fmt: skip
-        unknown = sorted(set(self.wider_families) - {arm.name for arm, _ in self.families()})
-        if unknown:
-            raise ValueError(f"suite {self.name!r}: wider_families names {unknown}, not among its families: pass "
-                             f"names from {[arm.name for arm, _ in self.families()]}")  # fmt: skip
+        names = [arm.name for arm, _ in self.families()]
+        for option in ("wider_families", "narrow_families"):
+            unknown = sorted(set(getattr(self, option)) - set(names))
+            if unknown:
+                raise ValueError(f"suite {self.name!r}: {option} names {unknown}, not among its families: pass "
+                                 f"names from {names}")  # fmt: skip
 
     @property
     def recipe(self) -> dict:
-        return dict(RECIPES[self.family])
+        return dict(LM_RECIPE if self.domain == "lm" else RECIPES[self.family])
 
     @property
     def lrs(self) -> tuple[float, ...]:
@@ -71,9 +90,9 @@ class Suite:
         """Every arm family with its batch sizes (each at every LR of the grid)."""
         b = self.recipe["batch"]
         out = [
-            (BudgetArm("plain"), (64, 128, 256)),
-            (BudgetArm("topk-0.25", policy="topk", keep=0.25), (128, b)),
-            (BudgetArm("topk-0.5", policy="topk", keep=0.5), (128, b)),
+            (BudgetArm("plain"), self.plain_batches),
+            (BudgetArm("topk-0.25", policy="topk", keep=0.25), (*self.fresh_batches, b)),
+            (BudgetArm("topk-0.5", policy="topk", keep=0.5), (*self.fresh_batches, b)),
         ]
         if self.continued:
             out += [
@@ -88,12 +107,15 @@ class Suite:
             (BudgetArm(f"importance-{KEEP}", policy="importance", keep=KEEP), (b,)),
             (BudgetArm("auto", policy="default", keep="auto"), (b,)),
         ]
+        if self.domain == "lm":  # RHO-LOSS: its hold-out is drawn from both domains (lm.py)
+            out.append((BudgetArm(f"reducible-{KEEP}", policy="reducible", keep=KEEP), (b,)))
         if self.continued:
             out.append((BudgetArm("warm-auto", policy="default", keep="auto", warm=True), (b,)))
-        return out
+        return [(arm, batches) for arm, batches in out if arm.name not in self.skip]
 
     def plan(self, smoke: bool) -> list[tuple[BudgetArm, tuple[int, ...]]]:
-        """Every (arm at a batch and LR, its epochs); smoke: two LRs, epochs 1 and 2, batches 64 and 256."""
+        """Every (arm at a batch and LR, its epochs); smoke: two LRs, epochs 1 and 2, the smallest plain batch and
+        the user's."""
         lrs = self.lrs[1:3] if smoke else self.lrs
         out = []
         for arm, batches in self.families():
@@ -101,8 +123,11 @@ class Suite:
             mine = lrs
             if not smoke and (arm.name == "plain" or arm.name in self.wider_families):
                 mine = lrs + tuple(round(self.recipe["lr"] * m, 6) for m in self.wider)
+            if arm.name in self.narrow_families:
+                mine = (round(self.recipe["lr"], 6),)
             if smoke:
-                epochs, batches = (1, 2), tuple(b for b in batches if b in (64, 256))
+                small = (min(self.plain_batches), self.recipe["batch"])
+                epochs, batches = (1, 2), tuple(b for b in batches if b in small)
             out += [(replace(arm, batch=b, lr=lr), epochs) for b in batches for lr in mine]
         return out
 
@@ -126,5 +151,14 @@ SUITES = {  # the frontier's best LR sat at the first grid's top (2x) on every s
     "scratch-mlp": Suite(
         "scratch-mlp", "mlp", False, 16, (2, 4, 6, 8, 12, 16), (2, 4, 6, 8, 12, 16, 24), (1 / 3, 1.0, 2.0, 4.0, 8.0),
         wider=(16.0, 32.0), wider_families=("topk-0.25", "topk-0.5", f"random-{KEEP}"),
+    ),
+    # the ByteLM pretrained on the standard library's code, continued on code and its docs: widened at the top (4x)
+    # for plain and the best selection configurations, and at the bottom (0.25x) where top-k's best LR sat at 0.5x
+    "continued-lm": Suite(
+        "continued-lm", "bytelm", True, 4, (1, 2, 3, 4), (1, 2, 3, 4), (0.5, 1.0, 2.0), domain="lm",
+        plain_batches=(8, 16, 32), fresh_batches=(), wider=(4.0, 0.25),
+        wider_families=("topk-0.25", "topk-0.5", "warm-topk-0.5", f"random-{KEEP}"),
+        narrow_families=(f"rank-{KEEP}", f"importance-{KEEP}", "warm-prune", "auto"),
+        skip=("warm-topk-0.25+prune", "warm-auto"),
     ),
 }  # fmt: skip

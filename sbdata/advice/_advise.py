@@ -33,7 +33,7 @@ from sbdata.advice._branch import Arm, Branch, measured_speedup, paired_se, trai
 from sbdata.auto import CostTable, score_sums, small_batch_speedup, speedup_range, tau_from_sums
 from sbdata.distributed import scoring_module
 from sbdata.policies import keep_count
-from sbdata.scoring import Scorer, per_sample_loss_fn
+from sbdata.scoring import Scorer
 
 __all__ = ["Advice", "advise"]
 
@@ -143,6 +143,8 @@ def advise(
     probe: Iterable[Any] | None = None,
     train_step: Callable[[nn.Module, torch.optim.Optimizer, Any, Any], Any] | None = None,
     split: Callable[[Any], tuple[Any, Any]] | None = None,
+    forward: Callable[[nn.Module, Any], Any] | None = None,
+    reduce: Callable[[torch.Tensor, Any], torch.Tensor] | None = None,
     device: torch.device | str | None = None,
     costs: CostTable | None = None,
     clock: Callable[[], float] | None = None,
@@ -184,6 +186,11 @@ def advise(
             each branch's copies, with the option's samples), so both time and train your step. Default None:
             ``zero_grad``, the mean per-sample loss, ``backward``, ``step``.
         split: ``split(batch) -> (inputs, targets)``; default as :class:`~sbdata.SBLoader`'s.
+        forward: ``forward(model, inputs) -> outputs``, as :class:`~sbdata.SBLoader`'s (e.g. ``m(x).logits``);
+            default ``model(inputs)``. Used by the scores, the default training step and the probe's quality.
+        reduce: ``reduce(losses, targets) -> (B,)`` for per-token losses, as :class:`~sbdata.SBLoader`'s; default
+            the mean over the non-batch dimensions. ``**sbdata.tasks.causal_lm()`` passes ``split``, ``forward``,
+            ``loss_fn`` and ``reduce`` together: the probe's quality is then minus nats per token.
         device: where to run; default the model's.
         costs: a fixed cost table instead of timing (tests; a calibrated table); the spread is measured anyway.
         clock: seconds, for the timing; default ``time.thread_time`` on the CPU, ``time.perf_counter`` after a
@@ -227,7 +234,7 @@ def advise(
         raise TypeError(f"train_step must be callable(model, optimizer, inputs, targets), got {kind}")
     model = scoring_module(model)  # a DDP model: its module (the same parameters), trialled in this process alone
     place = torch.device(device) if device is not None else model_device(model)
-    scorer = Scorer(loss_fn, score=score)
+    scorer = Scorer(loss_fn, forward=forward, reduce=reduce, score=score)
     split_fn = split if split is not None else _batch.default_split
     timer = clock if clock is not None else _default_clock(place)
     trainee = copy.deepcopy(model).to(place)
@@ -237,7 +244,7 @@ def advise(
     else:
         factory = make_optimizer or (lambda m: torch.optim.SGD(m.parameters(), lr=0.0))
     trained = factory(trainee)
-    per_sample = per_sample_loss_fn(loss_fn)
+    per_sample = _training_loss(scorer)
     seconds: dict[str, dict[int, list[float]]] = {"score": {}, "train": {}}
     sums = torch.zeros(3, dtype=torch.float64, device=place)
     batch_size = 0
@@ -282,6 +289,15 @@ def advise(
     table = costs if costs is not None else CostTable.fit(_medians(seconds["score"]), _medians(seconds["train"]))
     advice = _advice(loader, batch_size, steps, table, measured_tau, keeps, staleness, score)
     return _with_trial(advice, trials, trial, note)
+
+
+def _training_loss(scorer: Scorer) -> Callable[[nn.Module, Any, Any], torch.Tensor]:
+    """The default training step's per-sample loss: the scores' forward, loss and reduce, with the graph."""
+
+    def loss(model: nn.Module, inputs: Any, targets: Any) -> torch.Tensor:
+        return scorer.training_losses(model, inputs, targets, _batch.batch_size(inputs) or 0)
+
+    return loss
 
 
 def _trial_size(
@@ -361,7 +377,7 @@ def _branch_trial(
     *,
     train_step: Callable[[nn.Module, torch.optim.Optimizer, Any, Any], Any] | None,
     prepare: Callable[[Any], tuple[Any, Any]],
-    loss: Callable[[Any, Any], torch.Tensor],
+    loss: Callable[[nn.Module, Any, Any], torch.Tensor],
     scorer: Scorer,
     device: torch.device,
     timer: Callable[[], float],

@@ -124,7 +124,8 @@ class Branch:
         arm: the option.
         model: the user's model; copied (parameters, buffers, train/eval mode), never changed.
         make_optimizer: the copy's optimizer (a copy of the user's, state included, or the user's factory).
-        loss: the per-sample loss, ``loss(outputs, targets) -> (N,)``.
+        loss: the per-sample training loss of a model on a batch, ``loss(model, inputs, targets) -> (N,)`` with its
+            graph (``Scorer.training_losses``: the scores' forward, loss and reduce).
         scorer: the scoring pass (side-effect free): the selection arms' scores and the probe's quality.
         device: where to run.
         seed: the generator of ``"random"``.
@@ -138,7 +139,7 @@ class Branch:
         model: nn.Module,
         make_optimizer: Callable[[nn.Module], torch.optim.Optimizer],
         *,
-        loss: Callable[[Any, Any], torch.Tensor],
+        loss: Callable[[nn.Module, Any, Any], torch.Tensor],
         scorer: Scorer,
         device: torch.device,
         seed: int = 0,
@@ -206,16 +207,16 @@ class Branch:
 def train_once(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
-    loss: Callable[[Any, Any], torch.Tensor],
+    loss: Callable[[nn.Module, Any, Any], torch.Tensor],
     inputs: Any,
     targets: Any,
     train_step: Callable[[nn.Module, torch.optim.Optimizer, Any, Any], Any] | None = None,
 ) -> None:
     """One training step, as ``advise`` takes each (its timed steps and every branch's): the user's ``train_step``,
-    or ``zero_grad``, the mean of the per-sample ``loss``, ``backward``, ``step``."""
+    or ``zero_grad``, the mean of the per-sample ``loss(model, inputs, targets)``, ``backward``, ``step``."""
     if train_step is not None:
         train_step(model, optimizer, inputs, targets)
         return
     optimizer.zero_grad(set_to_none=True)
-    loss(model(inputs), targets).mean().backward()
+    loss(model, inputs, targets).mean().backward()
     optimizer.step()

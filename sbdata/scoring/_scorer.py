@@ -255,6 +255,18 @@ class Scorer:
         cross-entropy, minus nats per token of a sequence)."""
         return self._pass(model, inputs, targets, batch_size, device, seed, self._quality)
 
+    def training_losses(self, model: nn.Module, inputs: Any, targets: Any, batch_size: int) -> torch.Tensor:
+        """Per-sample losses with their graph, shape (batch_size,), through the same ``forward``, ``loss_fn`` and
+        ``reduce`` as the scores, in the model's own mode (no scoring mode, no ``no_grad``, no downsampling or
+        autocast): what a default training step takes the mean of.
+
+        Raises:
+            TypeError, ValueError: as the scores, for a loss that is not per-sample or a ``reduce`` that does not
+                give one loss per sample.
+        """
+        outputs = self.forward(model, inputs) if self.forward is not None else model(inputs)
+        return self._reduced(self._loss(outputs, targets), targets, batch_size)
+
     def _pass(
         self,
         model: nn.Module,

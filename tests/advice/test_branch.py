@@ -115,7 +115,9 @@ def test_the_plain_branch_continues_the_users_optimizer_as_it_is():
 
     from sbdata.advice._advise import _copy_optimizer
 
-    branch = Branch(Arm("plain"), model, lambda m: _copy_optimizer(user, model, m), loss=loss, scorer=Scorer(loss),
+    scorer = Scorer(loss)
+    branch = Branch(Arm("plain"), model, lambda m: _copy_optimizer(user, model, m),
+                    loss=lambda m, x, y: scorer.training_losses(m, x, y, len(x)), scorer=scorer,
                     device=torch.device("cpu"))  # fmt: skip
     branch.measure(probe)
     for index, (x, y) in enumerate(trial):
@@ -193,7 +195,7 @@ def test_measured_seconds_are_steps_times_the_median_step():
     """One slow step (a garbage collection, another process) moves the median little and a sum much."""
     ticks = iter([0.0, 1.0, 1.0, 2.0, 2.0, 102.0, 102.0, 103.0])  # four steps of 1, 1, 100 and 1 seconds
     x, y = mix(64 * 4, 6)
-    branch = Branch(Arm("plain"), knows_two(), sgd, loss=lambda out, t: F.cross_entropy(out, t, reduction="none"),
+    branch = Branch(Arm("plain"), knows_two(), sgd, loss=lambda m, x, t: F.cross_entropy(m(x), t, reduction="none"),
                     scorer=Scorer(F.cross_entropy), device=torch.device("cpu"))  # fmt: skip
     probe = batches(*mix(64, 7))
     branch.measure(probe)
@@ -245,3 +247,60 @@ def test_a_keep_of_one_is_priced_but_never_reported_as_measured():
     measured = {row["option"]: row["measured"] for row in advice.rows}
     assert measured["no selection"] == 1.0 and measured["keep=1.0"] is None
     assert measured["keep=0.5"] == next(row["speedup"] for row in advice.trial if row["option"] == "top-k keep=0.5")
+
+
+class Bigram(torch.nn.Module):
+    """A causal LM on dict batches: the next token's logits from the current token alone (``input_ids`` (B, T))."""
+
+    def __init__(self, vocab: int = 12) -> None:
+        super().__init__()
+        self.table = torch.nn.Embedding(vocab, vocab)
+        torch.nn.init.zeros_(self.table.weight)  # every next token equally likely: ln(vocab) nats at the start
+
+    def forward(self, input_ids, attention_mask=None):
+        return self.table(input_ids)
+
+
+def sequences(n, seed, vocab=12, length=10):
+    """Half the sequences count up (token t + 1 follows t: learnable), half are uniform noise (incompressible)."""
+    g = torch.Generator().manual_seed(seed)
+    start = torch.randint(0, vocab, (n, 1), generator=g)
+    counting = (start + torch.arange(length)) % vocab
+    noise = torch.randint(0, vocab, (n, length), generator=g)
+    ids = torch.where((torch.arange(n) % 2 == 0)[:, None], counting, noise)
+    return [{"input_ids": ids[i : i + 16]} for i in range(0, n, 16)]
+
+
+def test_a_language_model_is_trialled_through_the_task_hooks_in_nats():
+    """``advise(..., **causal_lm())``: the scores, the training step and the probe go through the hooks, the probe's
+    quality is minus nats per token (ln 12 at the start, a known answer), and top-k, which picks the noise
+    sequences, ends behind whole batches and is not recommended."""
+    from sbdata.tasks import causal_lm
+
+    model = Bigram()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.05)
+    advice = advise(sequences(16 * 80, 0), model, **causal_lm(), steps=8, costs=FE, keeps=(0.25,),
+                    optimizer=optimizer, trial_steps=32, probe=sequences(64, 1))  # fmt: skip
+    rows = {row["arm"]: row for row in advice.trial}
+    assert rows["plain"]["start"] == pytest.approx(-math.log(12), abs=1e-5)
+    assert rows["plain"]["end"] > -math.log(12) + 0.3  # it learns the counting half
+    assert rows["topk"]["difference"] < -2 * rows["topk"]["se"]  # the hardest sequences are the noise
+    assert not advice.recommendation.startswith("measured: top-k")
+    assert torch.count_nonzero(model.table.weight) == 0  # the user's model was copied, never trained
+
+
+def test_the_training_losses_are_the_scores_with_their_graph():
+    from sbdata.tasks import causal_lm
+
+    hooks = causal_lm()
+    scorer = Scorer(hooks["loss_fn"], forward=hooks["forward"], reduce=hooks["reduce"])
+    model = Bigram()
+    with torch.no_grad():
+        model.table.weight.normal_()
+    inputs, labels = hooks["split"](sequences(16, 2)[0])
+    losses = scorer.training_losses(model, inputs, labels, 16)
+    assert losses.requires_grad and losses.shape == (16,)
+    assert torch.allclose(losses.detach(), scorer(model, inputs, labels, 16, torch.device("cpu")))
+    logits = model(**inputs)[:, :-1]
+    expected = F.cross_entropy(logits.reshape(-1, 12), labels[:, 1:].reshape(-1), reduction="none").view(16, -1)
+    assert torch.allclose(losses.detach(), expected.mean(1))

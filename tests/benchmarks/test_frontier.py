@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from benchmarks.frontier.data import SMOKE_SIZES, Sizes
 from benchmarks.frontier.report import cheapest_reaching, limits, price, ratios, targets
@@ -48,6 +49,16 @@ def test_price_every_kind_of_run():
     assert price(auto, TIMING, 6400) == pytest.approx(2 * 25 * 0.010 * 0.75)
 
 
+def test_price_counts_the_reducible_arms_up_front_work():
+    """The irreducible model's training steps at plain steps' seconds and its pass over the mix at the score kind's,
+    on top of the selection steps."""
+    kinds = {**TIMING, "reducible keep=0.25 b=256": {"seconds_per_batch": 0.006},
+             "score b=256": {"seconds_per_batch": 0.002}}  # fmt: skip
+    run = {"config": config(policy="reducible", keep=0.25), "steps": 10, "epochs": 1, "upfront_steps": 4,
+           "upfront_scored": 600}  # fmt: skip
+    assert price(run, kinds, 6400) == pytest.approx(10 * 0.006 + 4 * 0.010 + 3 * 0.002)
+
+
 def point(seconds, acc, epochs=1, batch=256):
     return {"seconds": seconds, "acc_mix": acc, "epochs": epochs, "batch": batch, "lr": 3e-3}
 
@@ -62,7 +73,7 @@ def test_ratios_read_both_envelopes_the_same_way():
     low, high = out["2.500"], out["4.000"]
     assert low["target"] == 0.90 and low["frontier"]["seconds"] == 2.0  # 0.85 at 3 s costs more than 2.5 s
     assert low["families"]["sel"]["ratio"] == pytest.approx(1.2 / 2.0)
-    assert low["families"]["sel"]["gap_within_pp"] == pytest.approx(3.0)  # 0.93 within 2.5 s against 0.90
+    assert low["families"]["sel"]["gap_within"] == pytest.approx(3.0)  # 0.93 within 2.5 s against 0.90
     assert low["families"]["bad"]["ratio"] is None  # 0.89 never reaches 0.90
     assert low["families"]["plain"]["ratio"] == 1.0
     assert high["target"] == 0.95 and high["families"]["sel"]["ratio"] is None
@@ -170,3 +181,110 @@ def test_suite_refuses_what_it_would_silently_ignore():
         replace(SUITES["continued"], noise=0.2)
     with pytest.raises(ValueError, match=r"wider_families names \['topk-0.3'\]"):
         replace(SUITES["scratch-cnn"], wider_families=("topk-0.3",))
+
+
+# ------------------------------------------------------------------ the continued language-model suite
+def test_nats_are_read_lower_is_better():
+    """The LM suite's metric: the frontier is the lowest nats per byte within a budget, a family reaches it at or
+    below it, and a gap is positive where the family is ahead (lower)."""
+    from benchmarks.frontier.report import NATS
+
+    def lm_point(seconds, nats, epochs=1):
+        return {"seconds": seconds, "nats_mix": nats, "epochs": epochs, "batch": 16, "lr": 2e-3}
+
+    points = {
+        "plain": [lm_point(1.0, 2.0), lm_point(2.0, 1.8, 2), lm_point(3.0, 1.9, 3)],
+        "sel": [lm_point(0.6, 2.1), lm_point(1.5, 1.75, 2)],
+        "bad": [lm_point(0.5, 2.2), lm_point(2.5, 1.85, 4)],
+    }
+    out = ratios(points, [2.5], NATS)["2.500"]
+    assert out["target"] == 1.8 and out["frontier"]["seconds"] == 2.0
+    assert out["families"]["sel"]["ratio"] == pytest.approx(1.5 / 2.0)
+    assert out["families"]["sel"]["gap_within"] == pytest.approx(0.05)  # 1.75 against 1.8: ahead
+    assert out["families"]["bad"]["ratio"] is None and out["families"]["bad"]["gap_within"] == pytest.approx(-0.05)
+    assert cheapest_reaching(points["sel"], 1.8, NATS)["seconds"] == 1.5
+
+
+def test_lm_plan_narrows_the_controls_of_controls_and_skips_what_it_does_not_run():
+    suite = SUITES["continued-lm"]
+    arms = suite.plan(smoke=False)
+    names = {a.name for a, _ in arms}
+    assert "warm-auto" not in names and "warm-topk-0.25+prune" not in names
+    assert {"plain", "topk-0.25", "warm-topk-0.5", "warm-prune", "random-0.25", "auto"} <= names
+    lrs = (1e-3, 2e-3, 4e-3, 8e-3, 5e-4)  # the grid and its widening
+    plain = {(a.batch, a.lr) for a, _ in arms if a.name == "plain"}
+    assert plain == {(b, lr) for b in (8, 16, 32) for lr in lrs}
+    for name in suite.narrow_families:
+        assert {(a.batch, a.lr) for a, _ in arms if a.name == name} == {(16, 2e-3)}, name
+    assert {a.lr for a, _ in arms if a.name == "random-0.25"} == set(lrs)
+    assert {a.lr for a, _ in arms if a.name == "warm-topk-0.25"} == set(lrs[:3])
+    assert {a.batch for a, _ in arms if a.name == "topk-0.25"} == {16}  # no other fresh batch
+    assert suite.recipe["batch"] == 16 and suite.domain == "lm"
+
+
+def test_suite_refuses_a_domain_that_does_not_match_its_model():
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="domain='lm' with family='bytelm'"):
+        replace(SUITES["continued-lm"], domain="mnist1d")
+    with pytest.raises(ValueError, match=r"narrow_families names \['rank-0.5'\]"):
+        replace(SUITES["continued-lm"], narrow_families=("rank-0.5",))
+
+
+def test_lm_mix_is_replay_fresh_code_and_docs_with_held_out_tests():
+    """The mix's first chunks are the pretraining's very chunks (the warm cache's id map says so and drops the rest),
+    the fresh code was never pretrained on, the new chunks are documentation text, and no test chunk trains."""
+    from benchmarks.frontier.lm import SMOKE_LM_SIZES, lm_mix
+
+    s = SMOKE_LM_SIZES
+    data = lm_mix(s)
+    assert data.chunks.shape == (s.mix, 128) and data.chunks[: s.replay].equal(data.pre[: s.replay])
+    id_map = data.id_map()
+    assert id_map[: s.replay].equal(torch.arange(s.replay)) and bool((id_map[s.replay :] == -1).all())
+    rows = {bytes(row.tolist()) for row in data.pre}
+    assert not any(bytes(row.tolist()) in rows for row in data.chunks[s.replay : s.replay + s.fresh])
+    trained = {bytes(row.tolist()) for row in data.chunks} | rows
+    tests = torch.cat([data.test_old, data.test_new])
+    assert not any(bytes(row.tolist()) in trained for row in tests)
+    assert len(data.test_mix) == s.test_old + s.test_mix_new and data.test_mix[: s.test_old].equal(data.test_old)
+    prose = data.chunks[s.replay + s.fresh :]  # the documentation: mostly letters and spaces, few code symbols
+    letters = sum(chr(b).isalpha() or chr(b) == " " for b in prose.flatten().tolist()) / prose.numel()
+    assert letters > 0.75
+
+
+@pytest.mark.slow
+def test_continued_lm_smoke(tmp_path):
+    from benchmarks.frontier.lm import SMOKE_LM_SIZES
+
+    records = smoke("continued-lm", tmp_path)
+    n, s = SMOKE_LM_SIZES.mix, SMOKE_LM_SIZES
+    for r in records:
+        assert {"nats_mix", "nats_new", "nats_old"} <= set(r) and r["cpu_seconds"] > 0
+        cfg = r["config"]
+        if cfg["warm"] and cfg["prune"] is None and r["epochs"] == 1 and cfg["policy"] is not None:
+            # the first epoch scores what the pretraining never saw, and of the replayed chunks only what pads a
+            # scoring call to its bucket size
+            assert r["sb"]["samples_seen"] == n
+            assert n - s.replay <= r["sb"]["samples_scored"] < n - s.replay / 2
+        if cfg["policy"] is None and cfg["prune"] is None:
+            assert r["steps"] == r["epochs"] * math.ceil(n / cfg["batch"])
+    table = (tmp_path / "table.md").read_text()
+    assert "nats per byte" in table and "| warm-topk-0.5 |" in table and "## Targets" in table
+    assert (tmp_path / "nats_vs_seconds.png").stat().st_size > 0
+    # advise's branch trial through the causal-LM hooks, priced by the fixed cost table
+    for stage in ("trial", "trial-report"):
+        cmd = [sys.executable, "-m", "benchmarks", "frontier", stage, "continued-lm", "--smoke", "--out", str(tmp_path)]
+        subprocess.run(cmd, cwd=ROOT, check=True, timeout=600, capture_output=True, text=True)
+    (trial,) = [json.loads(line) for line in (tmp_path / "trial.jsonl").read_text().splitlines()]
+    assert trial["trial_steps"] == 16 and trial["fixed_costs"] and trial["at_epochs"] == 1
+    options = [row["option"] for row in trial["trial"]]
+    assert options[0] == "no selection" and "top-k keep=0.25" in options and "smaller batch 8" in options
+    plain = trial["trial"][0]
+    assert plain["seconds"] == 16 * 3 * 16 and plain["start"] < 0  # priced: 16 steps of 16 trained; minus nats
+    assert "| named |" in (tmp_path / "trial.md").read_text()
+
+
+def test_the_trial_stages_are_the_language_models():
+    cmd = [sys.executable, "-m", "benchmarks", "frontier", "trial", "continued", "--smoke"]
+    done = subprocess.run(cmd, cwd=ROOT, timeout=600, capture_output=True, text=True)
+    assert done.returncode == 2 and "python -m benchmarks calibration trial" in done.stderr

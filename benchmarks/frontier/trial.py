@@ -1,0 +1,189 @@
+"""``advise``'s branch trial on the continued language model (issue 28: "never loses", on a language model), against
+the suite's whole runs.
+
+Exact commands (from the repository root; run alone, after the suite's ``run`` and ``timing`` stages):
+
+    python -m benchmarks frontier trial continued-lm          # 3 seeds -> results/frontier/continued-lm/trial.jsonl
+    python -m benchmarks frontier trial-report continued-lm   # -> results/frontier/continued-lm/trial.md
+    python -m benchmarks frontier trial continued-lm --smoke --out /tmp/flm   # seconds (the test; fixed cost table)
+
+The user's run: the seed's pretrained ByteLM continued with the suite's recipe (batch 16, AdamW 2e-3, one-cycle over 4
+epochs of the mix). After its first epoch (a quarter of the run, the LR near its peak), ``advise(loader, model,
+**causal_lm(), optimizer=<the live AdamW>, probe=..., trial_steps=256)``: every option (whole batches; top-k, random
+and the smaller batch at keeps 0.25 and 0.5) trains 256 loader batches (about 4 epochs of the mix, as long as the
+whole recipe) on its own copy of the model and optimizer, and is measured on the irreducible model's hold-out (500
+chunks, 80% code and 20% documentation, never trained on by any run and never a test set), in minus nats per byte.
+The whole-run side is the suite's own grid at the user's batch and LR: each option's least priced seconds to the
+user's recipe's final mix nats per byte (``report.price``), per seed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks.harness._sb import CostTable, advise, causal_lm
+from benchmarks.harness.branch_trials import agrees, named, times
+from benchmarks.harness.lm import ByteLM
+from benchmarks.harness.lm_arms import SequenceBatches
+from benchmarks.harness.lm_train import make_optimizer
+from benchmarks.harness.records import read_jsonl
+from benchmarks.harness.runs import Job, run_loop
+from benchmarks.harness.train import one_cycle
+
+from .arms import BudgetArm
+from .lm import LMMix, _Run
+from .report import price
+from .suites import Suite
+
+AT_EPOCH = 1  # advise is called after this many epochs of the user's run
+TRIAL = 256  # loader batches per option
+KEEPS = (0.25, 0.5)
+STEPS = 8  # timed loader batches (advise's priced part)
+ORDER = 7_919  # the advisor reads the mix in an order of its own
+FIXED = CostTable.forward_equivalents()
+
+
+class _Tokens:
+    """The mix as ``{"input_ids"}`` batches in the advisor's order (the hooks pass every key to the model)."""
+
+    def __init__(self, chunks: torch.Tensor, batch: int, seed: int) -> None:
+        self.source = SequenceBatches(chunks, batch, seed)
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __iter__(self):
+        self.source.set_epoch(self.epoch)
+        self.epoch += 1
+        for batch in self.source:
+            yield {"input_ids": batch["input_ids"]}
+
+
+def lm_trial(data: LMMix, suite: Suite, seed: int, *, trial: int, fixed: bool) -> dict[str, Any]:
+    """The user's run to :data:`AT_EPOCH`, then ``advise`` with a branch trial of ``trial`` loader batches; the record
+    (its trial rows, the option it named, its seconds)."""
+    recipe = suite.recipe
+    user = BudgetArm("plain", batch=recipe["batch"], lr=recipe["lr"])
+    torch.manual_seed(seed)
+    model = ByteLM()
+    model.load_state_dict(data.pretrained(seed)["model"])
+    optimizer = make_optimizer(model, user.lr)
+    run = _Run(user, model, data, epochs=suite.reference_epochs, seed=seed)
+    for epoch in range(AT_EPOCH):
+        run.loader.set_epoch(epoch)
+        for batch in run.loader:
+            for group in optimizer.param_groups:
+                group["lr"] = one_cycle(min(1.0, run.source.progress / suite.reference_epochs), user.lr)
+            run.step(model, optimizer, batch)
+    probe = [{"input_ids": chunk.long()} for chunk in data.holdout.split(user.batch)]
+    tokens, hooks = _Tokens(data.chunks, user.batch, seed + ORDER), causal_lm()
+    started = time.perf_counter()
+    advice = advise(
+        tokens, model, hooks["loss_fn"], split=hooks["split"], forward=hooks["forward"], reduce=hooks["reduce"],
+        steps=min(STEPS, max(4, len(tokens) // 2)), keeps=KEEPS, optimizer=optimizer, trial_steps=trial, probe=probe,
+        costs=FIXED if fixed else None,
+    )  # fmt: skip
+    rows = [{k: v for k, v in row.items() if k != "curve"} for row in advice.trial]
+    return {
+        "seed": seed, "at_epochs": AT_EPOCH, "of_epochs": suite.reference_epochs, "trial_steps": advice.trial_steps,
+        "lr_now": optimizer.param_groups[0]["lr"], "trial": rows, "recommendation": advice.recommendation,
+        "named": named(advice.recommendation), "note": advice.trial_note, "seconds": time.perf_counter() - started,
+        "fixed_costs": fixed, "time": time.time(), "load": os.getloadavg(),
+    }  # fmt: skip
+
+
+def run_trial(data: LMMix, suite: Suite, out: Path, seeds: tuple[int, ...], trial: int, fixed: bool) -> None:
+    """One trial per seed not yet in ``out/trial.jsonl``."""
+
+    def job(seed: int) -> Job:
+        return Job(("trial", seed), lambda: {"arm": "trial", **lm_trial(data, suite, seed, trial=trial, fixed=fixed)})
+
+    def line(r: dict[str, Any]) -> None:
+        print(f"{suite.name} trial seed={r['seed']}: {r['named']} ({r['seconds']:.0f} s)", flush=True)
+
+    out.mkdir(parents=True, exist_ok=True)
+    run_loop((job(s) for s in seeds), out / "trial.jsonl", lambda r: (r["arm"], r["seed"]), log=line)
+
+
+def whole_runs(records: list[dict[str, Any]], kinds: dict[str, Any], suite: Suite, samples: int) -> dict[str, Any]:
+    """Per option of the trial, the suite's whole runs at the user's LR: (seed-mean speed-up to the user's recipe's
+    final mix nats, seeds that reached it, seeds). Top-k and random at the user's batch; the smaller batch is plain
+    at ``ceil(keep * B)`` where the grid has it."""
+    b, lr = suite.recipe["batch"], suite.recipe["lr"]
+    seeds = sorted({r["seed"] for r in records})
+
+    def at(r: dict[str, Any], family: str, batch: int) -> bool:
+        return r["family_arm"] == family and r["config"]["batch"] == batch and math.isclose(r["config"]["lr"], lr)
+
+    options = {f"topk-{k}": ("topk-" + str(k), b) for k in KEEPS}
+    options.update({f"random-{k}": (f"random-{k}", b) for k in KEEPS})
+    options["small-batch"] = ("plain", math.ceil(0.5 * b))
+    out: dict[str, Any] = {}
+    for option, (family, batch) in options.items():
+        speeds, reached, counted = [], 0, 0
+        for seed in seeds:
+            mine = [r for r in records if r["seed"] == seed]
+            user = [r for r in mine if at(r, "plain", b) and r["epochs"] == suite.reference_epochs]
+            runs = [r for r in mine if at(r, family, batch)]
+            if not user or not runs:
+                continue
+            counted += 1
+            target, seconds = user[0]["nats_mix"], price(user[0], kinds, samples)
+            hits = [price(r, kinds, samples) for r in runs if r["nats_mix"] <= target + 1e-12]
+            if hits:
+                reached += 1
+                speeds.append(seconds / min(hits))
+        if counted:
+            out[option] = (statistics.fmean(speeds) if reached == counted else None, reached, counted)
+    return out
+
+
+def trial_report(out: Path, suite: Suite, samples: int) -> list[str]:
+    """``out/trial.md``: per seed, each option's measured speed-up and nats against whole batches, the option named,
+    and whether it agrees with the whole runs (``branch_trials.agrees``, top-k judged by top-k 0.25's record and the
+    smaller batch by plain at batch ``ceil(0.5 * B)``)."""
+    records = read_jsonl(out / "trial.jsonl")
+    if not records:
+        raise SystemExit(f"no {out / 'trial.jsonl'}: run `python -m benchmarks frontier trial {suite.name}` first")
+    timing = json.loads((out / "timing.json").read_text())["kinds"]
+    whole = whole_runs(read_jsonl(out / "runs.jsonl"), timing, suite, samples)
+    said = ", ".join(f"{k} {times(v[0])} ({v[1]}/{v[2]})" for k, v in whole.items()) or "not recorded"
+    first = records[0]
+    options = [row["option"] for row in first["trial"]]
+    lines = [
+        f"# advise's branch trial on the continued language model ({suite.name})", "",
+        f"After {first['at_epochs']} of the user's {first['of_epochs']} epochs, {first['trial_steps']} loader batches "
+        "per option, probe: the irreducible model's hold-out (minus nats per byte). Speed-up in the trial: whole "
+        "batches' seconds to the lower of the two final probe qualities over the option's (> 1 pays; `never`: it "
+        "ended no better than it started); nats: the option's final probe nats per byte minus whole batches' (> 0: "
+        "behind), with the paired se. Whole runs at the user's LR, to the user's recipe's final mix nats (seeds that "
+        f"reached it, of the seeds): {said}.", "",
+        "| seed | " + " | ".join(options[1:]) + " | named | agrees with the whole runs |",
+        "| --- | " + " | ".join("---" for _ in options[1:]) + " | --- | --- |",
+    ]  # fmt: skip
+    agreed = []
+    for record in sorted(records, key=lambda r: r["seed"]):
+        cells = []
+        for row in record["trial"][1:]:
+            cells.append(f"{times(row['speedup'])}, {-row['difference']:+.4f} ± {row['se']:.4f}")
+        verdict = agrees(record["named"], {"topk-0.25": whole["topk-0.25"], "small-batch": whole["small-batch"]}
+                         if "topk-0.25" in whole and "small-batch" in whole else {})  # fmt: skip
+        agreed.append(verdict)
+        shown = {True: "yes", False: "no", None: "not judged"}[verdict]
+        lines.append(f"| {record['seed']} | " + " | ".join(cells) + f" | {record['named']} | {shown} |")
+    judged = [a for a in agreed if a is not None]
+    lines += ["", f"Agrees with the whole runs on {sum(judged)} of {len(judged)} judged calls ({len(agreed)} calls).",
+              "", "Recommendations, verbatim:", ""]  # fmt: skip
+    lines += [f"- seed {r['seed']}: {r['recommendation']}" for r in sorted(records, key=lambda r: r["seed"])]
+    (out / "trial.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return lines
