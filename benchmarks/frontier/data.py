@@ -69,6 +69,16 @@ class Sizes:
 SMOKE_SIZES = Sizes(source=2_000, pretrain=600, fresh=300, new=225, test_old=400, test_mix_new=100)
 
 
+def load_pretrained(directory: Path | None, seed: int, suite: str) -> dict[str, Any]:
+    """A continued suite's pretrained states for ``seed``: the file its ``pretrain`` stage saved in ``directory``."""
+    if directory is None:
+        raise ValueError(f"the {suite} suite's data has no pretrained_dir: build it with its pretrained_dir")
+    path = directory / f"seed{seed}.pt"
+    if not path.exists():
+        raise SystemExit(f"no pretrained model at {path}: run `python -m benchmarks frontier pretrain {suite}` first")
+    return torch.load(path, weights_only=True)
+
+
 def reverse(x: torch.Tensor) -> torch.Tensor:
     """Domain B: the signal reversed in time."""
     return x.flip(-1).contiguous()
@@ -90,14 +100,7 @@ class Mix(Data):
 
     def pretrained(self, seed: int) -> dict[str, Any]:
         """The seed's pretrained model and cache states (from :func:`pretrain`'s file)."""
-        if self.pretrained_dir is None:
-            raise ValueError("Mix.pretrained_dir is not set: build the mix with data.mix(sizes, pretrained_dir)")
-        path = self.pretrained_dir / f"seed{seed}.pt"
-        if not path.exists():
-            raise SystemExit(
-                f"no pretrained model at {path}: run `python -m benchmarks frontier pretrain continued` first"
-            )
-        return torch.load(path, weights_only=True)
+        return load_pretrained(self.pretrained_dir, seed, "continued")
 
     def id_map(self) -> torch.Tensor:
         """For each id of the pretraining cache, its id in the mix (the replayed samples come first)."""

@@ -49,6 +49,7 @@ from benchmarks.harness.timing import cpu_clock
 from benchmarks.harness.train import one_cycle
 
 from .arms import BudgetArm
+from .data import load_pretrained
 
 DOCS = "pydoc_data/topics.py"  # the documentation text shipped with Python: the new domain
 PRETRAIN_BATCH, PRETRAIN_LR = 16, 4e-3
@@ -73,11 +74,6 @@ class LMSizes:
     @property
     def mix(self) -> int:
         return self.replay + self.fresh + self.new
-
-    @property
-    def familiar(self) -> float:
-        """Share of the mix from the old domain (replayed or fresh)."""
-        return (self.replay + self.fresh) / self.mix
 
     @property
     def known(self) -> float:
@@ -110,14 +106,7 @@ class LMMix:
 
     def pretrained(self, seed: int) -> dict[str, Any]:
         """The seed's pretrained model and cache states (from :func:`pretrain_lm`'s file)."""
-        if self.pretrained_dir is None:
-            raise ValueError("LMMix.pretrained_dir is not set: build it with lm_mix(sizes, pretrained_dir)")
-        path = self.pretrained_dir / f"seed{seed}.pt"
-        if not path.exists():
-            raise SystemExit(
-                f"no pretrained model at {path}: run `python -m benchmarks frontier pretrain continued-lm` first"
-            )
-        return torch.load(path, weights_only=True)
+        return load_pretrained(self.pretrained_dir, seed, "continued-lm")
 
     def id_map(self) -> torch.Tensor:
         """For each id of the pretraining cache, its id in the mix: the replayed chunks come first, the rest -1."""

@@ -42,6 +42,8 @@ class Suite:
             documentation, nats per byte; ``family`` must be ``"bytelm"``). Default ``"mnist1d"``.
         plain_batches: the frontier grid's batch sizes. Default (64, 128, 256).
         fresh_batches: fresh top-k's batch sizes besides the user's. Default (128,).
+        plain_wider: more LR multipliers for plain training alone (the frontier), where its best LR sat at the top
+            of ``lr_multipliers`` and ``wider`` while no selection family's did. Default none.
         narrow_families: families run at the recipe's LR only (the grid's cost kept down where a family is a
             control of a control). Default none.
         skip: families of the standard list not run in this suite. Default none.
@@ -60,6 +62,7 @@ class Suite:
     domain: str = "mnist1d"
     plain_batches: tuple[int, ...] = (64, 128, 256)
     fresh_batches: tuple[int, ...] = (128,)
+    plain_wider: tuple[float, ...] = ()
     narrow_families: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
 
@@ -123,6 +126,8 @@ class Suite:
             mine = lrs
             if not smoke and (arm.name == "plain" or arm.name in self.wider_families):
                 mine = lrs + tuple(round(self.recipe["lr"] * m, 6) for m in self.wider)
+            if not smoke and arm.name == "plain":
+                mine += tuple(round(self.recipe["lr"] * m, 6) for m in self.plain_wider)
             if arm.name in self.narrow_families:
                 mine = (round(self.recipe["lr"], 6),)
             if smoke:
@@ -153,10 +158,12 @@ SUITES = {  # the frontier's best LR sat at the first grid's top (2x) on every s
         wider=(16.0, 32.0), wider_families=("topk-0.25", "topk-0.5", f"random-{KEEP}"),
     ),
     # the ByteLM pretrained on the standard library's code, continued on code and its docs: widened at the top (4x)
-    # for plain and the best selection configurations, and at the bottom (0.25x) where top-k's best LR sat at 0.5x
+    # for plain and the best selection configurations, and at the bottom (0.25x) where top-k's best LR sat at 0.5x;
+    # plain's batch grid down to 4, where its best batch sat at the grid's smallest, 8; then plain alone at 8x, where
+    # the 1x budget's frontier sat at 4x (every selection family's best LR was at or below the recipe's)
     "continued-lm": Suite(
         "continued-lm", "bytelm", True, 4, (1, 2, 3, 4), (1, 2, 3, 4), (0.5, 1.0, 2.0), domain="lm",
-        plain_batches=(8, 16, 32), fresh_batches=(), wider=(4.0, 0.25),
+        plain_batches=(4, 8, 16, 32), fresh_batches=(), wider=(4.0, 0.25), plain_wider=(8.0,),
         wider_families=("topk-0.25", "topk-0.5", "warm-topk-0.5", f"random-{KEEP}"),
         narrow_families=(f"rank-{KEEP}", f"importance-{KEEP}", "warm-prune", "auto"),
         skip=("warm-topk-0.25+prune", "warm-auto"),

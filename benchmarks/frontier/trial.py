@@ -142,8 +142,9 @@ def whole_runs(records: list[dict[str, Any]], kinds: dict[str, Any], suite: Suit
             if hits:
                 reached += 1
                 speeds.append(seconds / min(hits))
-        if counted:
-            out[option] = (statistics.fmean(speeds) if reached == counted else None, reached, counted)
+        if counted:  # 0.0 ("never") where no seed reached it; None where only some did
+            speed = 0.0 if not reached else statistics.fmean(speeds) if reached == counted else None
+            out[option] = (speed, reached, counted)
     return out
 
 

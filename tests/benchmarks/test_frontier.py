@@ -213,7 +213,7 @@ def test_lm_plan_narrows_the_controls_of_controls_and_skips_what_it_does_not_run
     assert {"plain", "topk-0.25", "warm-topk-0.5", "warm-prune", "random-0.25", "auto"} <= names
     lrs = (1e-3, 2e-3, 4e-3, 8e-3, 5e-4)  # the grid and its widening
     plain = {(a.batch, a.lr) for a, _ in arms if a.name == "plain"}
-    assert plain == {(b, lr) for b in (8, 16, 32) for lr in lrs}
+    assert plain == {(b, lr) for b in (4, 8, 16, 32) for lr in (*lrs, 1.6e-2)}  # plain alone also at 8x
     for name in suite.narrow_families:
         assert {(a.batch, a.lr) for a, _ in arms if a.name == name} == {(16, 2e-3)}, name
     assert {a.lr for a, _ in arms if a.name == "random-0.25"} == set(lrs)
