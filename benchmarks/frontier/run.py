@@ -10,8 +10,8 @@ Exact commands (from the repository root; SUITE is ``continued``, ``continued-lm
     python -m benchmarks frontier timing SUITE         # interleaved step timing, alone: the seconds runs are priced at
     python -m benchmarks frontier report SUITE         # frontier, ratios per budget, the limit, targets, the plot
     python -m benchmarks frontier all continued --smoke --out /tmp/frontier   # every stage in seconds (CI's)
-    python -m benchmarks frontier trial continued-lm     # advise's branch trial on the LM (trial.py), then
-    python -m benchmarks frontier trial-report continued-lm
+    python -m benchmarks frontier trial continued-lm     # advise's branch trial on the LM (trial.py): into
+    python -m benchmarks frontier trial-report continued-lm   # results/frontier/continued-lm-trial/
 
 The suites (``suites.py``, ``data.py``): ``continued``, a ConvNet pretrained on 8,000 MNIST-1D samples and continued
 on a 15,000-sample mix (the 8,000 again, 4,000 fresh of the same domain, 3,000 of a time-reversed domain), test
@@ -200,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     info = setup()
     suite = SUITES[args.suite]
     out = args.out or RESULTS / suite.name
+    trial_out = args.out / "trial" if args.out else RESULTS / f"{suite.name}-trial"  # advise's trial: its own folder
     sizes: Sizes | LMSizes = SMOKE_SIZES if args.smoke else Sizes()
     seeds: tuple[int, ...] = (0,) if args.smoke else SEEDS
     if args.seeds:
@@ -250,11 +251,11 @@ def main(argv: list[str] | None = None) -> int:
 
             assert isinstance(data, LMMix)
             steps = args.trial_steps or (16 if args.smoke else TRIAL)
-            run_trial(data, suite, out, seeds, steps, fixed=args.smoke)
+            run_trial(data, suite, trial_out, seeds, steps, fixed=args.smoke)
         elif stage == "trial-report":
             from .trial import trial_report
 
-            trial_report(out, suite, len(data.y_train))
+            trial_report(trial_out, out, suite, len(data.y_train))
         else:
             from .report import report
 

@@ -3,9 +3,10 @@ the suite's whole runs.
 
 Exact commands (from the repository root; run alone, after the suite's ``run`` and ``timing`` stages):
 
-    python -m benchmarks frontier trial continued-lm          # 3 seeds -> results/frontier/continued-lm/trial.jsonl
-    python -m benchmarks frontier trial-report continued-lm   # -> results/frontier/continued-lm/trial.md
-    python -m benchmarks frontier trial continued-lm --smoke --out /tmp/flm   # seconds (the test; fixed cost table)
+    python -m benchmarks frontier trial continued-lm          # 3 seeds -> results/frontier/continued-lm-trial/
+    python -m benchmarks frontier trial-report continued-lm   # -> results/frontier/continued-lm-trial/table.md
+    python -m benchmarks frontier trial continued-lm --smoke --out /tmp/flm   # seconds (the test; fixed cost table;
+                                                                               # its records in /tmp/flm/trial/)
 
 The user's run: the seed's pretrained ByteLM continued with the suite's recipe (batch 16, AdamW 2e-3, one-cycle over 4
 epochs of the mix). After its first epoch (a quarter of the run, the LR near its peak), ``advise(loader, model,
@@ -34,7 +35,7 @@ from benchmarks.harness.branch_trials import agrees, named, times
 from benchmarks.harness.lm import ByteLM
 from benchmarks.harness.lm_arms import SequenceBatches
 from benchmarks.harness.lm_train import make_optimizer
-from benchmarks.harness.records import read_jsonl
+from benchmarks.harness.records import machine, read_jsonl
 from benchmarks.harness.runs import Job, run_loop
 from benchmarks.harness.train import one_cycle
 
@@ -102,7 +103,7 @@ def lm_trial(data: LMMix, suite: Suite, seed: int, *, trial: int, fixed: bool) -
 
 
 def run_trial(data: LMMix, suite: Suite, out: Path, seeds: tuple[int, ...], trial: int, fixed: bool) -> None:
-    """One trial per seed not yet in ``out/trial.jsonl``."""
+    """One trial per seed not yet in ``out/runs.jsonl`` (``out``: the trial's own folder); ``out/machine.json``."""
 
     def job(seed: int) -> Job:
         return Job(("trial", seed), lambda: {"arm": "trial", **lm_trial(data, suite, seed, trial=trial, fixed=fixed)})
@@ -111,7 +112,9 @@ def run_trial(data: LMMix, suite: Suite, out: Path, seeds: tuple[int, ...], tria
         print(f"{suite.name} trial seed={r['seed']}: {r['named']} ({r['seconds']:.0f} s)", flush=True)
 
     out.mkdir(parents=True, exist_ok=True)
-    run_loop((job(s) for s in seeds), out / "trial.jsonl", lambda r: (r["arm"], r["seed"]), log=line)
+    run_loop((job(s) for s in seeds), out / "runs.jsonl", lambda r: (r["arm"], r["seed"]), log=line)
+    settings = {"at_epochs": AT_EPOCH, "trial": trial, "keeps": KEEPS, "steps": STEPS, "fixed_costs": fixed}
+    (out / "machine.json").write_text(json.dumps({**machine(), "suite": suite.name, **settings}, indent=2))
 
 
 def whole_runs(records: list[dict[str, Any]], kinds: dict[str, Any], suite: Suite, samples: int) -> dict[str, Any]:
@@ -148,15 +151,15 @@ def whole_runs(records: list[dict[str, Any]], kinds: dict[str, Any], suite: Suit
     return out
 
 
-def trial_report(out: Path, suite: Suite, samples: int) -> list[str]:
-    """``out/trial.md``: per seed, each option's measured speed-up and nats against whole batches, the option named,
-    and whether it agrees with the whole runs (``branch_trials.agrees``, top-k judged by top-k 0.25's record and the
-    smaller batch by plain at batch ``ceil(0.5 * B)``)."""
-    records = read_jsonl(out / "trial.jsonl")
+def trial_report(out: Path, suite_out: Path, suite: Suite, samples: int) -> list[str]:
+    """``out/table.md``: per seed, each option's measured speed-up and nats against whole batches, the option named,
+    and whether it agrees with the whole runs (``suite_out``'s runs and timing; ``branch_trials.agrees``, top-k
+    judged by top-k 0.25's record and the smaller batch by plain at batch ``ceil(0.5 * B)``)."""
+    records = read_jsonl(out / "runs.jsonl")
     if not records:
-        raise SystemExit(f"no {out / 'trial.jsonl'}: run `python -m benchmarks frontier trial {suite.name}` first")
-    timing = json.loads((out / "timing.json").read_text())["kinds"]
-    whole = whole_runs(read_jsonl(out / "runs.jsonl"), timing, suite, samples)
+        raise SystemExit(f"no {out / 'runs.jsonl'}: run `python -m benchmarks frontier trial {suite.name}` first")
+    timing = json.loads((suite_out / "timing.json").read_text())["kinds"]
+    whole = whole_runs(read_jsonl(suite_out / "runs.jsonl"), timing, suite, samples)
     said = ", ".join(f"{k} {times(v[0])} ({v[1]}/{v[2]})" for k, v in whole.items()) or "not recorded"
     first = records[0]
     options = [row["option"] for row in first["trial"]]
@@ -185,6 +188,6 @@ def trial_report(out: Path, suite: Suite, samples: int) -> list[str]:
     lines += ["", f"Agrees with the whole runs on {sum(judged)} of {len(judged)} judged calls ({len(agreed)} calls).",
               "", "Recommendations, verbatim:", ""]  # fmt: skip
     lines += [f"- seed {r['seed']}: {r['recommendation']}" for r in sorted(records, key=lambda r: r["seed"])]
-    (out / "trial.md").write_text("\n".join(lines) + "\n")
+    (out / "table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return lines

@@ -275,13 +275,13 @@ def test_continued_lm_smoke(tmp_path):
     for stage in ("trial", "trial-report"):
         cmd = [sys.executable, "-m", "benchmarks", "frontier", stage, "continued-lm", "--smoke", "--out", str(tmp_path)]
         subprocess.run(cmd, cwd=ROOT, check=True, timeout=600, capture_output=True, text=True)
-    (trial,) = [json.loads(line) for line in (tmp_path / "trial.jsonl").read_text().splitlines()]
+    (trial,) = [json.loads(line) for line in (tmp_path / "trial" / "runs.jsonl").read_text().splitlines()]
     assert trial["trial_steps"] == 16 and trial["fixed_costs"] and trial["at_epochs"] == 1
     options = [row["option"] for row in trial["trial"]]
     assert options[0] == "no selection" and "top-k keep=0.25" in options and "smaller batch 8" in options
     plain = trial["trial"][0]
     assert plain["seconds"] == 16 * 3 * 16 and plain["start"] < 0  # priced: 16 steps of 16 trained; minus nats
-    assert "| named |" in (tmp_path / "trial.md").read_text()
+    assert "| named |" in (tmp_path / "trial" / "table.md").read_text()
 
 
 def test_the_trial_stages_are_the_language_models():
