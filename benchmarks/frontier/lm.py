@@ -108,6 +108,13 @@ class LMMix:
         """The seed's pretrained model and cache states (from :func:`pretrain_lm`'s file)."""
         return load_pretrained(self.pretrained_dir, seed, "continued-lm")
 
+    def pretrained_model(self, seed: int) -> ByteLM:
+        """A new ByteLM (drawing its initialisation from the global RNG, as every run's model does) holding the
+        seed's pretrained weights."""
+        model = ByteLM()
+        model.load_state_dict(self.pretrained(seed)["model"])
+        return model
+
     def id_map(self) -> torch.Tensor:
         """For each id of the pretraining cache, its id in the mix: the replayed chunks come first, the rest -1."""
         out = torch.full((self.sizes.pretrain,), -1, dtype=torch.long)
@@ -168,27 +175,35 @@ def domains(model: torch.nn.Module, data: LMMix) -> dict[str, float]:
     }
 
 
-def pretrain_lm(data: LMMix, seed: int) -> dict[str, Any]:
-    """Pretrain the seed's ByteLM on the pretraining set (a dense cache observing the training step's losses); the
-    states to save and the pretrained model's nats per byte."""
-    torch.manual_seed(1000 + seed)
-    model = ByteLM()
-    n, epochs = len(data.pre), data.sizes.pretrain_epochs
-    cache = LossCache(size=n)
-    batches = SequenceBatches(data.pre, PRETRAIN_BATCH, 1000 + seed)
-    optimizer = make_optimizer(model, PRETRAIN_LR)
+def _fit(model: torch.nn.Module, batches: SequenceBatches, epochs: int, lr: float, observe: Any = None) -> int:
+    """Plain training outside the timed runs (pretraining, the irreducible model): AdamW, the LR one-cycle over
+    ``epochs`` of ``batches`` by step, ``observe(ids, losses, epoch)`` given each batch's detached losses; returns
+    the steps taken."""
+    optimizer = make_optimizer(model, lr)
     total, step = epochs * len(batches), 0
     for epoch in range(epochs):
         batches.set_epoch(epoch)
         for batch in batches:
             for group in optimizer.param_groups:
-                group["lr"] = one_cycle(step / total, PRETRAIN_LR)
+                group["lr"] = one_cycle(step / total, lr)
             step += 1
             losses = sequence_losses(model, batch)
-            cache.observe(batch["ids"], losses.detach(), epoch)
+            if observe is not None:
+                observe(batch["ids"], losses.detach(), epoch)
             optimizer.zero_grad(set_to_none=True)
             losses.mean().backward()
             optimizer.step()
+    return step
+
+
+def pretrain_lm(data: LMMix, seed: int) -> dict[str, Any]:
+    """Pretrain the seed's ByteLM on the pretraining set (a dense cache observing the training step's losses); the
+    states to save and the pretrained model's nats per byte."""
+    torch.manual_seed(1000 + seed)
+    model = ByteLM()
+    epochs = data.sizes.pretrain_epochs
+    cache = LossCache(size=len(data.pre))
+    _fit(model, SequenceBatches(data.pre, PRETRAIN_BATCH, 1000 + seed), epochs, PRETRAIN_LR, observe=cache.observe)
     return {"model": model.state_dict(), "cache": cache.state_dict(), "seed": seed, "epochs": epochs,
             **{f"pretrained_{k}": v for k, v in domains(model, data).items()}}  # fmt: skip
 
@@ -199,18 +214,8 @@ def irreducible_losses(data: LMMix, seed: int, lr: float) -> tuple[torch.Tensor,
     losses and the training steps taken."""
     with torch.random.fork_rng():
         torch.manual_seed(30_000 + seed)
-        model = ByteLM()
-        model.load_state_dict(data.pretrained(seed)["model"])
-        optimizer = make_optimizer(model, lr)
-        batches = SequenceBatches(data.holdout, PRETRAIN_BATCH, 30_000 + seed)
-        total = len(batches)
-        for step, batch in enumerate(batches):
-            for group in optimizer.param_groups:
-                group["lr"] = one_cycle(step / total, lr)
-            loss = sequence_losses(model, batch).mean()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+        model = data.pretrained_model(seed)
+        total = _fit(model, SequenceBatches(data.holdout, PRETRAIN_BATCH, 30_000 + seed), 1, lr)
         model.eval()
         with torch.no_grad():
             losses = [sequence_losses(model, {"input_ids": chunk.long()})
@@ -278,27 +283,32 @@ class _Run:
         return {"sb": {k: self.sb.engine.counts[k] for k in keys}, **self.upfront}
 
 
+def train_epochs(run: _Run, model: torch.nn.Module, optimizer: torch.optim.Optimizer, lr: float, epochs: int,
+                 over: int) -> int:  # fmt: skip
+    """The run's first ``epochs`` epochs, the LR one-cycle over ``over`` epochs by loader progress; returns the
+    steps taken (the timed runs' loop, and the user's run before ``advise``'s trial)."""
+    steps = 0
+    for epoch in range(epochs):
+        run.loader.set_epoch(epoch)
+        for batch in run.loader:
+            for group in optimizer.param_groups:
+                group["lr"] = one_cycle(min(1.0, run.source.progress / over), lr)
+            run.step(model, optimizer, batch)
+            steps += 1
+    return steps
+
+
 def lm_run(data: LMMix, arm: BudgetArm, epochs: int, seed: int) -> dict[str, Any]:
     """Train ``arm`` for ``epochs`` from the seed's pretrained ByteLM (the LR one-cycle over its own epochs); its
     record: configuration, steps, thread CPU seconds (evaluation excluded; up-front work included) and nats per byte
     on the three test sets."""
     torch.manual_seed(seed)
-    model = ByteLM()
-    model.load_state_dict(data.pretrained(seed)["model"])
+    model = data.pretrained_model(seed)
     optimizer = make_optimizer(model, arm.lr)
     started = cpu_clock()
     run = _Run(arm, model, data, epochs=epochs, seed=seed)  # the reducible arm's up-front work counts
-    steps, seconds = 0, cpu_clock() - started
-    for epoch in range(epochs):
-        run.loader.set_epoch(epoch)
-        started = cpu_clock()
-        for batch in run.loader:
-            progress = min(1.0, run.source.progress / epochs)
-            for group in optimizer.param_groups:
-                group["lr"] = one_cycle(progress, arm.lr)
-            run.step(model, optimizer, batch)
-            steps += 1
-        seconds += cpu_clock() - started
+    steps = train_epochs(run, model, optimizer, arm.lr, epochs, epochs)
+    seconds = cpu_clock() - started
     record: dict[str, Any] = {"seed": seed, "epochs": epochs, "steps": steps, "seconds": seconds,
                               "config": {**arm.describe(), "batch": arm.batch, "lr": arm.lr}}  # fmt: skip
     record.update(run.counts())
@@ -312,8 +322,7 @@ def endless_lm_steps(arm: BudgetArm, data: LMMix, *, seed: int = 0, prefill: boo
     """Endless training steps of ``arm`` from the seed's pretrained model at a small fixed LR (the step timing's
     blocks); with ``prefill``, one epoch runs before the first step is yielded."""
     torch.manual_seed(seed)
-    model = ByteLM()
-    model.load_state_dict(data.pretrained(seed)["model"])
+    model = data.pretrained_model(seed)
     optimizer = make_optimizer(model, arm.lr / 25)
     run = _Run(arm, model, data, epochs=10**6, seed=seed)
     epoch = 0
@@ -333,8 +342,7 @@ def endless_lm_steps(arm: BudgetArm, data: LMMix, *, seed: int = 0, prefill: boo
 def endless_lm_scoring(data: LMMix, batch: int, *, seed: int = 0):
     """Endless no-grad forwards of the pretrained model over the mix at ``batch`` (the step timing's ``score`` kind:
     what the reducible arm's up-front pass over the mix costs per batch)."""
-    model = ByteLM()
-    model.load_state_dict(data.pretrained(seed)["model"])
+    model = data.pretrained_model(seed)
     model.eval()
     while True:
         for chunk in data.chunks.split(batch):

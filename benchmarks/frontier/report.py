@@ -70,9 +70,7 @@ class Metric:
 
     def show(self, value: float | None) -> str:
         """The value with its unit (``"93.47%"``, ``"1.2345"``); empty for None."""
-        if value is None:
-            return ""
-        return f"{100 * value:.2f}%" if self.higher else f"{value:.4f}"
+        return self.cell(value) + ("%" if self.higher and value is not None else "")
 
     def cell(self, value: float | None) -> str:
         """The value in a table cell whose header names the unit; empty for None."""
@@ -84,10 +82,6 @@ class Metric:
         """How far ``family`` is ahead of ``frontier``: percentage points, or nats per byte."""
         ahead = self.signed(family) - self.signed(frontier)
         return 100 * ahead if self.higher else ahead
-
-    @property
-    def gap_unit(self) -> str:
-        return "pp" if self.higher else "nats/byte"
 
 
 ACCURACY = Metric("acc", True, "accuracy", "%")
@@ -109,8 +103,11 @@ def price(record: dict[str, Any], kinds: dict[str, dict[str, float]], samples: i
     if cfg["policy"] is None:
         return steps * t[f"prune b={batch}" if cfg["prune"] is not None else f"plain b={batch}"]
     if not cfg["warm"]:  # plus any up-front work (the reducible arm's irreducible model), priced as plain steps
-        upfront = record.get("upfront_steps", 0) * t.get(f"plain b={batch}", 0.0)
-        upfront += math.ceil(record.get("upfront_scored", 0) / batch) * t.get(f"score b={batch}", 0.0)
+        upfront = 0.0  # and scoring batches; a timing without those kinds raises rather than pricing them at 0
+        if record.get("upfront_steps"):
+            upfront += record["upfront_steps"] * t[f"plain b={batch}"]
+        if record.get("upfront_scored"):
+            upfront += math.ceil(record["upfront_scored"] / batch) * t[f"score b={batch}"]
         return steps * t[f"{cfg['policy']} keep={cfg['keep']} b={batch}"] + upfront
     sb = record["sb"]
     share = sb["samples_scored"] / max(1, sb["samples_seen"])

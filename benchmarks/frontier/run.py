@@ -52,6 +52,7 @@ from benchmarks.harness.train import train_run
 from .arms import BudgetArm, endless_steps
 from .data import SMOKE_SIZES, Mix, Sizes, domains, mix, pretrain, scratch
 from .lm import SMOKE_LM_SIZES, LMMix, LMSizes, endless_lm_scoring, endless_lm_steps, lm_mix, lm_run, pretrain_lm
+from .report import metric_of
 from .suites import KEEP, SUITES, Suite
 
 RESULTS = results_dir("frontier")
@@ -115,7 +116,7 @@ def run(data: Any, suite: Suite, out: Path, seeds: tuple[int, ...], smoke: bool,
                     if level < len(epochs):
                         yield job(arm, epochs[level], seed)
 
-    prefix = "nats" if suite.domain == "lm" else "acc"
+    prefix = metric_of(suite).prefix
 
     def line(r: dict) -> None:
         extra = "".join(f" {k}={r[f'{prefix}_{k}']:.4f}" for k in ("new", "old") if f"{prefix}_{k}" in r)
@@ -163,12 +164,11 @@ def timing(data: Any, suite: Suite, out: Path, smoke: bool) -> dict[str, Any]:
     if f"reducible-{KEEP}" in {arm.name for arm, _ in suite.families()}:  # its up-front pass over the mix
         b = suite.recipe["batch"]
         steppers[f"score b={b}"] = endless_lm_scoring(data, b)
-        kinds[f"score b={b}"] = (BudgetArm("score", batch=b), False)
     for stepper in steppers.values():  # build each (model, loader, prefilled cache) outside the timing
         next(stepper)
-    block = dict.fromkeys(kinds, 2 if smoke else 10)
+    block = dict.fromkeys(steppers, 2 if smoke else 10)
 
-    blocks = {name: sized_block(steppers[name], block, name, seconds_per_block, cpu_clock) for name in kinds}
+    blocks = {name: sized_block(steppers[name], block, name, seconds_per_block, cpu_clock) for name in steppers}
     times = interleaved(blocks, rounds, warmup=1)
     result = {
         "machine": machine(),
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
                         torch.save(pretrain(data, seed, suite.family, epochs=2 if args.smoke else 10), path)
                 state = data.pretrained(seed)
                 accuracies[str(seed)] = {k: v for k, v in state.items() if k.startswith("pretrained_")}
-                prefix = "nats" if suite.domain == "lm" else "acc"
+                prefix = metric_of(suite).prefix
                 print(f"pretrained seed={seed}: old {state[f'pretrained_{prefix}_old']:.4f} "
                       f"new {state[f'pretrained_{prefix}_new']:.4f}", flush=True)  # fmt: skip
             record.write_text(json.dumps(accuracies, indent=2))

@@ -32,15 +32,13 @@ import torch
 
 from benchmarks.harness._sb import CostTable, advise, causal_lm
 from benchmarks.harness.branch_trials import agrees, named, times
-from benchmarks.harness.lm import ByteLM
 from benchmarks.harness.lm_arms import SequenceBatches
 from benchmarks.harness.lm_train import make_optimizer
 from benchmarks.harness.records import machine, read_jsonl
 from benchmarks.harness.runs import Job, run_loop
-from benchmarks.harness.train import one_cycle
 
 from .arms import BudgetArm
-from .lm import LMMix, _Run
+from .lm import LMMix, _Run, train_epochs
 from .report import price
 from .suites import Suite
 
@@ -75,16 +73,10 @@ def lm_trial(data: LMMix, suite: Suite, seed: int, *, trial: int, fixed: bool) -
     recipe = suite.recipe
     user = BudgetArm("plain", batch=recipe["batch"], lr=recipe["lr"])
     torch.manual_seed(seed)
-    model = ByteLM()
-    model.load_state_dict(data.pretrained(seed)["model"])
+    model = data.pretrained_model(seed)
     optimizer = make_optimizer(model, user.lr)
     run = _Run(user, model, data, epochs=suite.reference_epochs, seed=seed)
-    for epoch in range(AT_EPOCH):
-        run.loader.set_epoch(epoch)
-        for batch in run.loader:
-            for group in optimizer.param_groups:
-                group["lr"] = one_cycle(min(1.0, run.source.progress / suite.reference_epochs), user.lr)
-            run.step(model, optimizer, batch)
+    train_epochs(run, model, optimizer, user.lr, AT_EPOCH, suite.reference_epochs)
     probe = [{"input_ids": chunk.long()} for chunk in data.holdout.split(user.batch)]
     tokens, hooks = _Tokens(data.chunks, user.batch, seed + ORDER), causal_lm()
     started = time.perf_counter()

@@ -244,7 +244,6 @@ def advise(
     else:
         factory = make_optimizer or (lambda m: torch.optim.SGD(m.parameters(), lr=0.0))
     trained = factory(trainee)
-    per_sample = _training_loss(scorer)
     seconds: dict[str, dict[int, list[float]]] = {"score": {}, "train": {}}
     sums = torch.zeros(3, dtype=torch.float64, device=place)
     batch_size = 0
@@ -267,7 +266,7 @@ def advise(
                 if size == n:
                     sums = sums + score_sums(scores).to(sums.device)
                 started = timer()
-                train_once(trainee, trained, per_sample, x, y, train_step)
+                train_once(trainee, trained, scorer, x, y, train_step)
                 _record(seconds["train"], size, timer() - started, index, steps)
         del trainee, trained  # the timed copy: the trial's branches copy the user's model afresh
         length = epoch_length(loader)
@@ -282,22 +281,13 @@ def advise(
             chosen = _trial_batches(loader, batches, trial, probe is not None)
             trials = _branch_trial(
                 model, factory, chosen, trial, held_out, keeps, train_step=train_step, prepare=prepare,
-                loss=per_sample, scorer=scorer, device=place, timer=timer, costs=costs, batch=batch_size,
+                scorer=scorer, device=place, timer=timer, costs=costs, batch=batch_size,
             )  # fmt: skip
     total, squares, count = sums.tolist()
     measured_tau = tau_from_sums(total, squares, count) if count else 1.0
     table = costs if costs is not None else CostTable.fit(_medians(seconds["score"]), _medians(seconds["train"]))
     advice = _advice(loader, batch_size, steps, table, measured_tau, keeps, staleness, score)
     return _with_trial(advice, trials, trial, note)
-
-
-def _training_loss(scorer: Scorer) -> Callable[[nn.Module, Any, Any], torch.Tensor]:
-    """The default training step's per-sample loss: the scores' forward, loss and reduce, with the graph."""
-
-    def loss(model: nn.Module, inputs: Any, targets: Any) -> torch.Tensor:
-        return scorer.training_losses(model, inputs, targets, _batch.batch_size(inputs) or 0)
-
-    return loss
 
 
 def _trial_size(
@@ -377,7 +367,6 @@ def _branch_trial(
     *,
     train_step: Callable[[nn.Module, torch.optim.Optimizer, Any, Any], Any] | None,
     prepare: Callable[[Any], tuple[Any, Any]],
-    loss: Callable[[nn.Module, Any, Any], torch.Tensor],
     scorer: Scorer,
     device: torch.device,
     timer: Callable[[], float],
@@ -389,9 +378,7 @@ def _branch_trial(
     for keep in keeps:
         if keep < 1:
             arms += [Arm("topk", keep), Arm("random", keep), Arm("small", keep)]
-    branches = [
-        Branch(arm, model, factory, loss=loss, scorer=scorer, device=device, train_step=train_step) for arm in arms
-    ]
+    branches = [Branch(arm, model, factory, scorer=scorer, device=device, train_step=train_step) for arm in arms]
     lasts = [branch.measure(held_out) for branch in branches]
     every = max(1, steps // 8)
     for index, raw in enumerate(chosen):

@@ -124,13 +124,12 @@ class Branch:
         arm: the option.
         model: the user's model; copied (parameters, buffers, train/eval mode), never changed.
         make_optimizer: the copy's optimizer (a copy of the user's, state included, or the user's factory).
-        loss: the per-sample training loss of a model on a batch, ``loss(model, inputs, targets) -> (N,)`` with its
-            graph (``Scorer.training_losses``: the scores' forward, loss and reduce).
-        scorer: the scoring pass (side-effect free): the selection arms' scores and the probe's quality.
+        scorer: the scoring pass (side-effect free): the selection arms' scores and the probe's quality; its
+            ``training_losses`` (the same forward, loss and reduce, with the graph) are what the default step trains.
         device: where to run.
         seed: the generator of ``"random"``.
         train_step: ``train_step(model, optimizer, inputs, targets)``, one training step as the user takes it (AMP,
-            gradient clipping, accumulation); None: ``zero_grad``, the mean of ``loss``, ``backward``, ``step``.
+            gradient clipping, accumulation); None: :func:`train_once`'s default.
     """
 
     def __init__(
@@ -139,13 +138,12 @@ class Branch:
         model: nn.Module,
         make_optimizer: Callable[[nn.Module], torch.optim.Optimizer],
         *,
-        loss: Callable[[nn.Module, Any, Any], torch.Tensor],
         scorer: Scorer,
         device: torch.device,
         seed: int = 0,
         train_step: Callable[[nn.Module, torch.optim.Optimizer, Any, Any], Any] | None = None,
     ) -> None:
-        self.arm, self.loss, self.scorer, self.device = arm, loss, scorer, device
+        self.arm, self.scorer, self.device = arm, scorer, device
         self.train_step = train_step
         self.model = copy.deepcopy(model).to(device)
         self.optimizer = make_optimizer(self.model)
@@ -201,22 +199,23 @@ class Branch:
         return Curve(tuple(priced for _, priced in self.checkpoints), tuple(self.qualities))
 
     def _train(self, inputs: Any, targets: Any) -> None:
-        train_once(self.model, self.optimizer, self.loss, inputs, targets, self.train_step)
+        train_once(self.model, self.optimizer, self.scorer, inputs, targets, self.train_step)
 
 
 def train_once(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
-    loss: Callable[[nn.Module, Any, Any], torch.Tensor],
+    scorer: Scorer,
     inputs: Any,
     targets: Any,
     train_step: Callable[[nn.Module, torch.optim.Optimizer, Any, Any], Any] | None = None,
 ) -> None:
     """One training step, as ``advise`` takes each (its timed steps and every branch's): the user's ``train_step``,
-    or ``zero_grad``, the mean of the per-sample ``loss(model, inputs, targets)``, ``backward``, ``step``."""
+    or ``zero_grad``, the mean of ``scorer.training_losses`` (the scores' forward, loss and reduce, with the graph),
+    ``backward``, ``step``."""
     if train_step is not None:
         train_step(model, optimizer, inputs, targets)
         return
     optimizer.zero_grad(set_to_none=True)
-    loss(model, inputs, targets).mean().backward()
+    scorer.training_losses(model, inputs, targets, _batch.batch_size(inputs) or 0).mean().backward()
     optimizer.step()

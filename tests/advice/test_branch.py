@@ -115,9 +115,7 @@ def test_the_plain_branch_continues_the_users_optimizer_as_it_is():
 
     from sbdata.advice._advise import _copy_optimizer
 
-    scorer = Scorer(loss)
-    branch = Branch(Arm("plain"), model, lambda m: _copy_optimizer(user, model, m),
-                    loss=lambda m, x, y: scorer.training_losses(m, x, y, len(x)), scorer=scorer,
+    branch = Branch(Arm("plain"), model, lambda m: _copy_optimizer(user, model, m), scorer=Scorer(loss),
                     device=torch.device("cpu"))  # fmt: skip
     branch.measure(probe)
     for index, (x, y) in enumerate(trial):
@@ -195,8 +193,7 @@ def test_measured_seconds_are_steps_times_the_median_step():
     """One slow step (a garbage collection, another process) moves the median little and a sum much."""
     ticks = iter([0.0, 1.0, 1.0, 2.0, 2.0, 102.0, 102.0, 103.0])  # four steps of 1, 1, 100 and 1 seconds
     x, y = mix(64 * 4, 6)
-    branch = Branch(Arm("plain"), knows_two(), sgd, loss=lambda m, x, t: F.cross_entropy(m(x), t, reduction="none"),
-                    scorer=Scorer(F.cross_entropy), device=torch.device("cpu"))  # fmt: skip
+    branch = Branch(Arm("plain"), knows_two(), sgd, scorer=Scorer(F.cross_entropy), device=torch.device("cpu"))
     probe = batches(*mix(64, 7))
     branch.measure(probe)
     for index, (inputs, targets) in enumerate(batches(x, y)):
