@@ -121,7 +121,7 @@ def whole_runs(records: list[dict[str, Any]], kinds: dict[str, Any], suite: Suit
 
     options = {f"topk-{k}": ("topk-" + str(k), b) for k in KEEPS}
     options.update({f"random-{k}": (f"random-{k}", b) for k in KEEPS})
-    options["small-batch"] = ("plain", math.ceil(0.5 * b))
+    options.update({f"small-batch {math.ceil(k * b)}": ("plain", math.ceil(k * b)) for k in KEEPS})
     out: dict[str, Any] = {}
     for option, (family, batch) in options.items():
         speeds, reached, counted = [], 0, 0
@@ -140,6 +140,20 @@ def whole_runs(records: list[dict[str, Any]], kinds: dict[str, Any], suite: Suit
         if counted:  # 0.0 ("never") where no seed reached it; None where only some did
             speed = 0.0 if not reached else statistics.fmean(speeds) if reached == counted else None
             out[option] = (speed, reached, counted)
+    return out
+
+
+def _judged_by(option: str, whole: dict[str, Any]) -> dict[str, Any]:
+    """The whole-run records ``branch_trials.agrees`` judges ``option`` by: top-k 0.25's, and the small-batch control
+    at the named smaller batch's size, or, for any other option, the small batch that measured fastest (a win of
+    either size makes "whole batches" wrong); a size the grid lacks is left out (not judged)."""
+    out = {"topk-0.25": whole["topk-0.25"]} if "topk-0.25" in whole else {}
+    smalls = {k: v for k, v in whole.items() if k.startswith("small-batch ")}
+    if option.startswith("smaller batch "):
+        mine = smalls.get(f"small-batch {option.removeprefix('smaller batch ')}")
+        return {**out, "small-batch": mine} if mine is not None else out
+    if smalls:
+        out["small-batch"] = max(smalls.values(), key=lambda v: (v[0] or 0.0, v[1]))
     return out
 
 
@@ -171,8 +185,7 @@ def trial_report(out: Path, suite_out: Path, suite: Suite, samples: int) -> list
         cells = []
         for row in record["trial"][1:]:
             cells.append(f"{times(row['speedup'])}, {-row['difference']:+.4f} ± {row['se']:.4f}")
-        verdict = agrees(record["named"], {"topk-0.25": whole["topk-0.25"], "small-batch": whole["small-batch"]}
-                         if "topk-0.25" in whole and "small-batch" in whole else {})  # fmt: skip
+        verdict = agrees(record["named"], _judged_by(record["named"], whole))
         agreed.append(verdict)
         shown = {True: "yes", False: "no", None: "not judged"}[verdict]
         lines.append(f"| {record['seed']} | " + " | ".join(cells) + f" | {record['named']} | {shown} |")
