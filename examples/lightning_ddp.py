@@ -97,6 +97,10 @@ def main() -> None:
             f"{stats.samples_yielded} of {stats.samples_seen} samples ({stats.backprop_fraction:.0%}) in "
             f"{stats.steps} batches, {stats.sb_steps} of them selected"
         )
+    if torch.distributed.is_initialized():
+        # Lightning leaves the process group to the interpreter's exit, where tearing down gloo's threads can abort
+        # the process ("terminate called without an active exception") after the work is done: end it here
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -6,11 +6,13 @@ batches. After ``warmup`` loader batches, a *trial* trains ``window`` batches at
 palindromic order (plain, then each share of ``keeps``, and back: :func:`~sbdata.auto.trial_order`), scoring every
 batch before training on it, and fits each arm's progress per window (:func:`~sbdata.auto.fit_progress`). The arm
 with the most progress per second is chosen when its measured speed-up clears ``1 + margin`` by ``z`` standard
-errors (:func:`~sbdata.auto.verdict`); otherwise training goes on as plain, as the user wrote it. Every ``every``
-loader batches after a decision, a new trial re-checks it (selection can stop paying, or start to, as training
-goes on). Trial windows are training, not discarded work: plain windows train as the user would, selection windows
-as a fixed share would. Decisions are read from copies issued a window earlier, so they never wait for the device,
-and under ``torch.distributed`` one ``all_reduce`` of the trial's sums makes every rank decide alike.
+errors (:func:`~sbdata.auto.verdict`); otherwise training goes on as plain, as the user wrote it. A new trial
+re-checks each decision (selection can stop paying, or start to, as training goes on), ``2 every`` loader batches
+later, twice as long after each verdict that repeats the last; while selection is on it stays on unless a trial
+measures it below whole batches. Trial windows are training, not discarded work: plain windows train as the user
+would, selection windows as a fixed share would. Decisions are read from copies issued a window earlier, so they
+never wait for the device, and under ``torch.distributed`` one ``all_reduce`` of the trial's sums makes every rank
+decide alike.
 """
 
 from __future__ import annotations
@@ -25,32 +27,39 @@ from sbdata.auto._gain import CostTable
 __all__ = ["Auto", "as_auto"]
 
 SIZED = ("window", "settle", "warmup", "every")  # None: sized from the run (Auto.sized)
+WINDOW, SETTLE = 16, 48  # window and settle of a long epoch or a stream
 
 
 @dataclass(frozen=True)
 class Auto:
     """Settings of ``keep="auto"`` (``"auto"`` is ``Auto()``; the same defaults for every policy and task).
 
-    With the defaults and an epoch of 310 loader batches or more (or a stream), a trial is 12 windows of 16 + 16
-    loader batches (384 batches; a third of them plain training), starting after 64 batches; re-trials start 1024
-    batches after each decision. :class:`~sbdata.SBLoader` sizes shorter epochs down (:meth:`sized`). Every batch of a
-    trial window after its first ``settle`` is measured before it is trained on: in selection windows in the
-    scoring pass's own forward, in plain windows by a forward of its own (a third of a plain step's seconds when
-    scoring is a third of a step: about 5% of a trial's seconds with the defaults).
+    With the defaults and an epoch of 320 loader batches or more (or a stream), a trial is 8 windows of 48 + 16
+    loader batches (512 batches; half of them plain training, half top-k's keep 0.25 or the policy's), starting after
+    64 batches; the next trial starts 2048 batches after a decision, twice as long after each verdict that repeats
+    the last (the wait doubles while the verdict holds). :class:`~sbdata.SBLoader` sizes shorter epochs down
+    (:meth:`sized`). Each of a window's first ``settle`` batches measures the previous window's averaged model
+    before it is trained on: one forward of the averaged copy per measured batch (a third of a plain step's
+    seconds when scoring is a third of a step), on three quarters of a trial's batches with the defaults.
 
     Attributes:
-        keeps: the shares trialled against plain training, each in (0, 1). Default (0.25, 0.5).
+        keeps: the shares trialled against plain training, each in (0, 1). Default (0.25,): the share that won
+            on every clean suite; each more share adds two windows per cycle.
         window: loader batches per trial window over which progress is measured, an int >= 1. Default None:
-            sized from the run (:meth:`sized`), 16 for an epoch of 310 loader batches or more.
-        settle: loader batches at the start of each trial window (the switch's transient); the previous window's
-            averaged model is measured on them, before they are trained on. An int >= 1. Default None: as
-            ``window``.
-        cycles: palindromes per trial (each ``2 (len(keeps) + 1)`` windows), an int >= 1. Default 2.
+            sized from the run (:meth:`sized`), 16 for an epoch of 320 loader batches or more.
+        settle: loader batches at the start of each trial window (the switch's transient, which on the measured
+            suites outlasted 16 batches and not 48); the previous window's averaged model is measured on them,
+            before they are trained on. An int >= 1. Default None: sized from the run, 48 for an epoch of 320
+            loader batches or more.
+        cycles: palindromes per trial (each ``2 (len(keeps) + 1)`` windows), an int >= 1; the fit needs more
+            windows than ``len(keeps) + 3``. Default 2.
         warmup: loader batches of plain training before the first trial, an int >= 0. Default None: 64, or one
             epoch if shorter.
-        every: loader batches between a decision for selection and the next trial (the exit test), an int >= 1;
-            after the ``n``-th decision for whole batches in a row the wait is ``every * 2 ** n``, which bounds what
-            trials cost where selection hurts. Default None: 1024, or 8 epochs if shorter.
+        every: sets the wait between a decision and the next trial, an int >= 1: after the ``n``-th verdict in a
+            row that is the same (on, or off) the wait is ``every * 2 ** n``, which bounds what trials cost both
+            where selection pays (their plain windows) and where it hurts (their selection windows). A trial while
+            selection is on (the exit test) keeps it on unless it measures below whole batches by ``z`` standard
+            errors. Default None: 1024, or 8 epochs if shorter.
         z: standard errors by which the measured speed-up must clear ``1 + margin``, >= 0. Default 1.0.
         margin: see ``z``, >= 0. Default 0.05.
         costs: a fixed :class:`~sbdata.CostTable` (tests; or a calibrated one); None measures live.
@@ -59,7 +68,7 @@ class Auto:
         decisions_kept: decisions kept in ``stats.auto_decisions``, an int >= 1. Default 32.
     """
 
-    keeps: tuple[float, ...] = (0.25, 0.5)
+    keeps: tuple[float, ...] = (0.25,)
     window: int | None = None
     settle: int | None = None
     cycles: int = 2
@@ -96,20 +105,22 @@ class Auto:
 
     def sized(self, epoch: int | None = None) -> Auto:
         """These settings with every None replaced for a run of ``epoch`` loader batches per epoch (None: not known,
-        as for a stream): ``window`` and ``settle`` ``round(epoch / 20)`` within [2, 16] (16 when not known),
-        ``warmup`` ``min(64, epoch)``, ``every`` ``min(1024, 8 epoch)``. A trial is then about 1.5 epochs of a long
-        epoch and 4 of a short one (12 windows of 2 + 2 batches), so a short run still decides within a few epochs.
+        as for a stream): ``window`` ``round(epoch / 20)`` within [2, 16], ``settle`` ``round(0.15 epoch)`` within
+        [2, 48] (16 and 48 when not known), ``warmup`` ``min(64, epoch)``, ``every`` ``min(1024, 8 epoch)``. A trial
+        is then about 1.6 epochs of a long epoch and 3 of a short one (8 windows of 2 + 2 batches), so a short run
+        still decides within a few epochs.
 
         Raises:
             ValueError: for an ``epoch`` that is not an int >= 1 or None.
         """
         if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1):
             raise ValueError(f"epoch must be the loader batches per epoch, an int >= 1, or None; got {epoch!r}")
-        span = 16 if epoch is None else min(16, max(2, round(epoch / 20)))
+        window = WINDOW if epoch is None else min(WINDOW, max(2, round(epoch / 20)))
+        settle = SETTLE if epoch is None else min(SETTLE, max(2, round(epoch * 0.15)))
         return replace(
             self,
-            window=span if self.window is None else self.window,
-            settle=span if self.settle is None else self.settle,
+            window=window if self.window is None else self.window,
+            settle=settle if self.settle is None else self.settle,
             warmup=(64 if epoch is None else min(64, epoch)) if self.warmup is None else self.warmup,
             every=(1024 if epoch is None else min(1024, 8 * epoch)) if self.every is None else self.every,
         )

@@ -26,6 +26,8 @@ curvature ``q`` absorbs the run slowing down. Least squares; the residual varian
 seconds of a loader batch under arm ``a`` (the cost table: ``train(B)`` plain, ``score(B) + train(k) + overhead``
 selecting). Selection is chosen when the contrast ``D_a = p_a c_0 / c_a - (1 + margin) p_0`` exceeds ``z`` of its
 standard errors, for the best arm; otherwise training goes on as plain: **when in doubt, train as the user would**.
+A re-trial while selection is on (the exit test) keeps it on unless it measures below plain training, ``p_a c_0 /
+c_a - p_0``, by ``z`` standard errors: once a trial has measured a win, a later noisy one does not undo it.
 The minimum detectable effect is ``margin`` plus ``z`` standard errors. The speed-up reported is
 ``S_a = (p_a / p_0) (c_0 / c_a)`` where plain made progress (NaN where it made none).
 """
@@ -137,7 +139,13 @@ class Verdict:
 
 
 def verdict(
-    progress: Progress, costs: Sequence[float], keeps: Sequence[float], *, z: float = 1.0, margin: float = 0.05
+    progress: Progress,
+    costs: Sequence[float],
+    keeps: Sequence[float],
+    *,
+    z: float = 1.0,
+    margin: float = 0.05,
+    incumbent: int = 0,
 ) -> Verdict:
     """Choose an arm from a trial's fit (the module's docstring).
 
@@ -147,14 +155,21 @@ def verdict(
         keeps: the share kept by each selection arm (index 0: arm 1), for the reason.
         z: standard errors the contrast must exceed, >= 0. Default 1.
         margin: the speed-up selection must beat, above 1, >= 0. Default 0.05.
+        incumbent: the arm training runs on now (0: plain, the default). A selection arm that is on stays on
+            unless it measures below plain training's progress per second by ``z`` standard errors (the exit test).
     """
     arms, cov, p0 = len(keeps), progress.covariance, progress.rates[0]
-    speedups, contrasts = [], []
+    if not 0 <= incumbent <= arms:
+        raise ValueError(f"incumbent must be an arm index in 0..{arms}, got {incumbent}")
+    speedups: list[float] = []
+    contrasts: list[float] = []
+    holds: list[float] = []
     for arm in range(1, arms + 1):
-        scale, m = costs[0] / costs[arm], 1 + margin
-        contrast = progress.rates[arm] * scale - m * p0
-        var = scale * scale * cov[arm][arm] + m * m * cov[0][0] - 2 * scale * m * cov[0][arm]
-        contrasts.append(_in_errors(contrast, var))
+        scale = costs[0] / costs[arm]
+        rate = progress.rates[arm] * scale
+        for m, into in ((1 + margin, contrasts), (1.0, holds)):
+            var = scale * scale * cov[arm][arm] + m * m * cov[0][0] - 2 * scale * m * cov[0][arm]
+            into.append(_in_errors(rate - m * p0, var))
         speedups.append(progress.rates[arm] / p0 * scale if p0 > 0 else math.nan)
     measured = ", ".join(
         f"keep {k:g}: {_speed(s)} ({c:+.1f} se)" for k, s, c in zip(keeps, speedups, contrasts, strict=True)
@@ -164,6 +179,12 @@ def verdict(
     if contrasts[best] > z:  # NaN (no degree of freedom) compares False: plain
         reason = f"select at keep {keeps[best]:g}: measured {measured}; {per_window}"
         return Verdict(best + 1, tuple(speedups), tuple(contrasts), reason)
+    if incumbent and not holds[incumbent - 1] < -z:  # NaN compares False: the incumbent stays
+        reason = (
+            f"selection stays at keep {keeps[incumbent - 1]:g}: measured {measured}; {per_window}; not below the "
+            f"progress per second of whole batches by {z:g} standard error(s)"
+        )
+        return Verdict(incumbent, tuple(speedups), tuple(contrasts), reason)
     reason = (
         f"whole batches: measured {measured}; {per_window}; none beats {1 + margin:.2f}x the progress per second of "
         f"whole batches by {z:g} standard error(s)"

@@ -98,7 +98,7 @@ class AutoController:
         self.sums = torch.zeros(SUMS, dtype=torch.float64, device=device)  # the part being measured
         self.copies: list[HostCopy] = []  # the trial's measured windows' sums, on their way to the host
         self.trials = 0
-        self.offs = 0  # consecutive trials that chose whole batches: the next one waits every * 2 ** offs
+        self.streak = 0  # consecutive trials with the same verdict: the next one waits every * 2 ** streak
         self.on_steps = self.off_steps = self.trial_steps = 0
         self.decisions: list[list[float]] = []  # [step, on, keep, tau, speedup] per decision
         self.reason = ""
@@ -235,14 +235,15 @@ class AutoController:
         per_batch = [costs.train(batch)] + [
             costs.score(batch) + costs.train(keep_count(k, batch)) + costs.overhead for k in keeps
         ]
+        incumbent = keeps.index(self.keep) + 1 if self.on else 0
         result = verdict(fit_progress(levels, self.order, len(keeps), middle), per_batch, keeps, z=settings.z,
-                         margin=settings.margin)  # fmt: skip
-        self.on = result.arm > 0
-        # each verdict for whole batches in a row doubles the wait for the next trial (trials where selection
-        # hurts cost quality as well as seconds: their total stays a logarithmic share of a long run); selection
-        # resets it to every, the exit test's pace
-        self.offs = 0 if self.on else self.offs + 1
-        gap = self.every * 2**self.offs
+                         margin=settings.margin, incumbent=incumbent)  # fmt: skip
+        before, self.on = self.on, result.arm > 0
+        # each verdict that repeats the last doubles the wait for the next trial: trials cost seconds where
+        # selection pays (their plain windows) and quality where it hurts (their selection windows), so their total
+        # stays a logarithmic share of a long run; a changed verdict is re-checked after 2 * every
+        self.streak = self.streak + 1 if self.on == before else 1
+        gap = self.every * 2**self.streak
         self.trial_start = self.routed - 1 + gap
         chosen = result.arm - 1 if self.on else max(range(len(keeps)), key=lambda i: result.contrasts[i])
         self.keep = keeps[chosen]
@@ -283,7 +284,7 @@ class AutoController:
         return {
             "on": self.on, "keep": self.keep, "tau": self.tau, "speedup": self.speedup,
             "score_share": self.score_share, "predicted": self.predicted,
-            "routed": self.routed, "trial_start": self.trial_start, "trials": self.trials, "offs": self.offs,
+            "routed": self.routed, "trial_start": self.trial_start, "trials": self.trials, "streak": self.streak,
             "sums": self.sums.clone(), "windows": windows,
             "shadow": None if self.shadow is None else {k: v.clone() for k, v in self.shadow.state_dict().items()},
             "averaged": self.averaged,
@@ -298,7 +299,7 @@ class AutoController:
         self.tau, self.speedup = float(state["tau"]), float(state["speedup"])
         self.score_share, self.predicted = float(state["score_share"]), float(state["predicted"])
         self.routed, self.trial_start = int(state["routed"]), int(state["trial_start"])
-        self.trials, self.offs = int(state["trials"]), int(state["offs"])
+        self.trials, self.streak = int(state["trials"]), int(state["streak"])
         self.sums = state["sums"].to(self.device, torch.float64).clone()
         self.copies = [HostCopy(w.to(self.device, torch.float64)) for w in state["windows"]]
         self.averaged = int(state["averaged"])

@@ -87,3 +87,24 @@ def test_verdict_without_plain_progress_compares_seconds_only_by_the_contrast():
     assert result.arm == 1 and math.isnan(result.speedups[0])
     assert "no plain progress to compare" in result.reason
     assert verdict(exact([0.0, 0.0]), [3.0, 1.75], [0.25]).arm == 0  # nothing moves: plain
+
+
+def test_the_incumbent_stays_unless_it_measures_below_plain_by_z_errors():
+    cov = ((1e-6, 0.0), (0.0, 1e-6))
+    costs = [3.0, 1.75]  # 12/7 the progress per second at equal progress per batch
+    # 0.6 of plain's progress per batch: 1.03x per second, below the entry's 1.05 but not below plain
+    fit = Progress((0.01, 0.006), cov)
+    assert verdict(fit, costs, [0.25]).arm == 0
+    kept = verdict(fit, costs, [0.25], incumbent=1)
+    assert kept.arm == 1 and kept.reason.startswith("selection stays at keep 0.25: measured keep 0.25: 1.03x")
+    # 0.5 of it: 0.857x; 0.005 * 12/7 - 0.01 = -0.00143, se sqrt((12/7)^2 + 1) 1e-3 = 1.98e-3: -0.72 se, stays
+    assert verdict(Progress((0.01, 0.005), cov), costs, [0.25], incumbent=1).arm == 1
+    # 0.3 of it: 0.51x; 0.003 * 12/7 - 0.01 = -0.00486: -2.45 se, below plain by more than z: off
+    dropped = verdict(Progress((0.01, 0.003), cov), costs, [0.25], incumbent=1)
+    assert dropped.arm == 0 and "none beats 1.05x" in dropped.reason
+    assert verdict(Progress((0.01, 0.003), cov), costs, [0.25], incumbent=1, z=3.0).arm == 1
+    # without a degree of freedom the incumbent is not measured below plain: it stays
+    nan = Progress((0.01, 0.001), ((math.nan, math.nan), (math.nan, math.nan)))
+    assert verdict(nan, costs, [0.25], incumbent=1).arm == 1 and verdict(nan, costs, [0.25]).arm == 0
+    with pytest.raises(ValueError, match="incumbent must be an arm index in 0..1, got 2"):
+        verdict(fit, costs, [0.25], incumbent=2)

@@ -117,15 +117,16 @@ def test_settings_type_errors_and_the_trial_length():
         Auto(clock=3.0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"got 'fast'"):
         SBLoader([], OracleModel([1.0]), ce, keep="fast")  # type: ignore[arg-type]
-    assert Auto().trial_batches == 12 * 32 and settings().trial_batches == 8 * 6
+    assert Auto().trial_batches == 8 * (48 + 16) and settings().trial_batches == 8 * 6
 
 
 def test_sbloader_sizes_the_trials_to_the_epoch():
-    # 12 loader batches per epoch (the digits suite): windows of 2 + 2, a trial within 4 epochs, re-trials 8 apart
+    # 12 loader batches per epoch (the digits suite): windows of 2 + 2, a trial within 3 epochs, re-trials 8 apart
     sized = SBLoader(batches(12), Planted(), planted_loss, keep="auto").engine.controller.settings
     assert sized == Auto(window=2, settle=2, warmup=12, every=96)
-    assert Auto().sized(313) == Auto(window=16, settle=16, warmup=64, every=1024)  # MNIST-1D 80k at batch 256
-    assert Auto().sized(120) == Auto(window=6, settle=6, warmup=64, every=960)
+    assert Auto().sized(313) == Auto(window=16, settle=47, warmup=64, every=1024)  # MNIST-1D 80k at batch 256
+    assert Auto().sized(120) == Auto(window=6, settle=18, warmup=64, every=960)
+    assert Auto().sized(400) == Auto(window=16, settle=48, warmup=64, every=1024)  # the caps
     assert Auto(window=3).sized(12) == Auto(window=3, settle=2, warmup=12, every=96)  # a size given stays
     with pytest.raises(ValueError, match="epoch must be the loader batches per epoch, an int >= 1, or None; got 0"):
         Auto().sized(0)
@@ -146,7 +147,7 @@ def test_a_loader_without_a_length_gets_a_streams_sizes():
 
 def test_auto_string_is_the_default_settings_and_a_fixed_keep_has_no_controller():
     assert SelectionEngine(OracleModel([1.0]), ce, keep="auto").controller.settings == Auto().sized()
-    assert Auto().sized() == Auto(window=16, settle=16, warmup=64, every=1024)  # a stream's sizes
+    assert Auto().sized() == Auto(window=16, settle=48, warmup=64, every=1024)  # a stream's sizes
     assert SelectionEngine(OracleModel([1.0]), ce, keep=0.5).controller is None
 
 
@@ -213,16 +214,37 @@ def test_a_noisy_trial_that_cannot_tell_stays_plain():
 
 
 def test_retrials_recheck_the_decision():
-    # selection pays until batch 80, then plain does: the second trial (from batch 56 + 40) turns selection off
+    # selection pays until batch 80, then undoes progress: the exit test (from batch 56 + 2 * 40) turns it off
     model = Planted()
-    sb = SBLoader(batches(200), model, planted_loss, keep=settings(every=40))
+    sb = SBLoader(batches(240), model, planted_loss, keep=settings(every=40))
     for seen, out in enumerate(sb):
         gain = 0.01 if out[0].shape[0] == B else (0.01 if seen < 80 else -0.01)
         with torch.no_grad():
             model.theta += gain
     decisions = [(step, on) for step, on, *_ in sb.stats.auto_decisions]
-    assert decisions[0] == (DECISION, 1.0) and decisions[1] == (DECISION + 40 + DECISION - 2, 0.0)
+    assert decisions[0] == (DECISION, 1.0) and decisions[1] == (DECISION + 80 + DECISION - 2, 0.0)
     assert sb.stats.auto_trials >= 2
+
+
+def test_the_exit_test_keeps_a_measured_win_unless_selection_measures_below_plain():
+    # selection pays by 1.71x per second until batch 90, then makes 0.6x plain's progress per batch (1.03x per
+    # second: not a win by the entry's bar of 1.05x, not below plain: it stays on), then from batch 180 none (below
+    # plain: off)
+    model = Planted()
+    sb = SBLoader(batches(300), model, planted_loss, keep=settings(every=20))
+    reasons: list[str] = []
+    for seen, out in enumerate(sb):
+        gain = 0.01 if out[0].shape[0] == B else (0.01 if seen < 90 else 0.006 if seen < 180 else 0.0)
+        with torch.no_grad():
+            model.theta += gain
+        if sb.stats.auto_reason and sb.stats.auto_reason not in reasons:
+            reasons.append(sb.stats.auto_reason)
+    decisions = [(int(step), on) for step, on, *_ in sb.stats.auto_decisions]
+    # on at 56; a repeated verdict doubles the wait: the exit tests start 40, then 80 batches after a decision
+    assert decisions[:3] == [(DECISION, 1.0), (DECISION + 40 + 54, 1.0), (DECISION + 40 + 54 + 80 + 54, 0.0)]
+    assert reasons[0].startswith("trial 1: select at keep 0.25")
+    assert reasons[1].startswith("trial 2: selection stays at keep 0.25: measured keep 0.25: 1.03x")
+    assert reasons[2].startswith("trial 3: whole batches: measured keep 0.25: 0.00x")
 
 
 def test_each_verdict_for_whole_batches_in_a_row_doubles_the_wait():
@@ -333,7 +355,7 @@ def test_state_loads_weights_only_and_holds_the_trial():
 def test_a_state_saved_with_another_keep_mode_refuses_to_load():
     fixed = SBLoader(batches(2), OracleModel([1.0] * 32), ce, keep=0.5)
     auto = SBLoader(batches(2), OracleModel([1.0] * 32), ce, keep="auto")
-    with pytest.raises(ValueError, match=r"saved with keep=None but this loader has keep='auto\(keeps=\(0.25, 0.5\)"):
+    with pytest.raises(ValueError, match=r"saved with keep=None but this loader has keep='auto\(keeps=\(0.25,\)"):
         auto.load_state_dict(roundtrip(fixed.state_dict()))
     with pytest.raises(ValueError, match=r"saved with keep='auto\(.*\)' but this loader has keep=None"):
         fixed.load_state_dict(roundtrip(auto.state_dict()))
