@@ -270,9 +270,11 @@ def lm_lines(lm: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def plot_trials(runs_by_suite: dict[str, list[dict[str, Any]]], out: Path) -> Path | None:
+def plot_trials(runs_by_suite: dict[str, list[dict[str, Any]]], out: Path, settings: Auto | None = None) -> Path | None:
     """One panel per suite: per seed, a band over the run's loader batches, grey where a trial ran, green where
-    selection was on, and each decision's measured speed-up (the chosen share, or the best one while off)."""
+    selection was on, and each decision's measured speed-up (the chosen share, or the best one while off).
+    ``settings``: the ``Auto()`` the runs were made with (default: this commit's), sized per run."""
+    settings = Auto() if settings is None else settings
     if importlib.util.find_spec("matplotlib") is None:
         return None
     import matplotlib
@@ -288,9 +290,11 @@ def plot_trials(runs_by_suite: dict[str, list[dict[str, Any]]], out: Path) -> Pa
     for ax, (name, runs) in zip(axes[:, 0], panels.items(), strict=True):
         for row, run in enumerate(sorted(runs, key=lambda r: (r.get("regime", ""), r["seed"]))):
             steps = run["steps"]
-            sized = Auto().sized(max(1, round(steps / max(run.get("epochs_read") or run.get("epochs") or 1, 1e-9))))
+            epoch = max(1, round(steps / max(run.get("epochs_read") or run.get("epochs") or 1, 1e-9)))
+            sized = settings.sized(epoch)
             assert sized.window is not None and sized.settle is not None
-            span, trial = sized.window + sized.settle, sized.trial_batches
+            span = sized.window + sized.settle
+            trial = span * settings.cycles * 2 * (len(settings.keeps) + 1)
             history = run["auto"]["history"]
             for at, on, keep, _tau, speedup in history:
                 start = at - span - trial  # the decision lands settle + window batches after the trial's end
@@ -340,7 +344,9 @@ def main(argv: list[str] | None = None) -> None:
         text = text.rstrip() + "\n\n" + "\n".join(lm_lines(summary["lm"]))
     lm_runs = read_jsonl(lm_path) if lm_path.exists() else []
     default = {name: [r for r in runs if r["arm"] == "auto-topk"] for name, runs in suites.items()}
-    plot = plot_trials({**default, "lm": [r for r in lm_runs if r["arm"] == "auto"]}, out)
+    made_with = meta.get("auto")  # the defaults the record was made with, where they are not this commit's
+    settings = None if made_with is None else Auto(**{**made_with, "keeps": tuple(made_with["keeps"])})
+    plot = plot_trials({**default, "lm": [r for r in lm_runs if r["arm"] == "auto"]}, out, settings)
     if plot is not None:
         text = text.rstrip() + f"\n\nDecisions over training: [{plot.name}]({plot.name}).\n"
     previous.write_text(json.dumps(summary, indent=1))

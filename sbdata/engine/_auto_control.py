@@ -92,6 +92,7 @@ class AutoController:
         self.keep = max(settings.keeps)  # the share while on; reported as 1.0 while off
         self.tau = self.speedup = self.score_share = self.predicted = math.nan
         self.routed = 0  # loader batches routed so far
+        self.largest = 0  # the largest routed loader batch, in samples (min_kept is checked against it)
         self.trial_start = self.warmup  # routed index where the next (or current) trial starts
         self.shadow: nn.Module | None = None  # the averaged parameters of the window last measured
         self.averaged = 0  # parameter states in the shadow's running average
@@ -112,11 +113,14 @@ class AutoController:
         """The trial window of routed batch ``position`` (< 0: before the trial; >= len(order): after it)."""
         return (position - self.trial_start) // self._span()
 
-    def route(self, step: int) -> Route:
-        """What to do with a loader batch the schedule selects on; averages, ends a measurement, or decides
-        first (the live model is as the steps on the batches before left it)."""
+    def route(self, step: int, n: int) -> Route:
+        """What to do with a loader batch of ``n`` samples the schedule selects on; averages, ends a measurement,
+        or decides first (the live model is as the steps on the batches before left it)."""
         position = self.routed
         self.routed += 1
+        self.largest = max(self.largest, n)
+        if position == self.trial_start and keep_count(self.keeps[0], self.largest) < self.settings.min_kept:
+            self._skip(step)
         windows, span = len(self.order), self._span()
         relative = position - self.trial_start
         window, offset = relative // span, relative % span
@@ -253,10 +257,22 @@ class AutoController:
         self._record(step, f"{result.reason}; the variance model predicted {self.predicted:.2f}x at keep "
                            f"{self.keep:g} (tau {self.tau:.2f}); next trial in {gap} batches")  # fmt: skip
 
-    def _record(self, step: int, reason: str) -> None:
+    def _skip(self, step: int) -> None:
+        """Decide for whole batches without a trial: the smallest share keeps fewer than ``min_kept`` samples."""
+        self.on = False
+        self.streak += 1
+        gap = self.every * 2**self.streak
+        self.trial_start = self.routed - 1 + gap
+        kept, keep = keep_count(self.keeps[0], self.largest), self.keeps[0]
+        self._record(step, f"whole batches, no trial: keep {keep:g} keeps {kept} sample(s) of {self.largest} per "
+                           f"batch, fewer than min_kept={self.settings.min_kept} (a step on so few samples is noise, "
+                           f"and breaks BatchNorm); pass Auto(keeps=...) with larger shares, or a larger batch; "
+                           f"next check in {gap} batches", trial=False)  # fmt: skip
+
+    def _record(self, step: int, reason: str, trial: bool = True) -> None:
         decision = [float(step), float(self.on), self.keep, self.tau, self.speedup]
         self.decisions = [*self.decisions, decision][-self.settings.decisions_kept :]
-        self.reason = f"trial {self.trials}: {reason}"
+        self.reason = f"trial {self.trials}: {reason}" if trial else reason
         if not self.on and not self.warned:
             self.warned = True
             warn_from_user_code(f"sbdata keep='auto': {self.reason}")
@@ -284,7 +300,8 @@ class AutoController:
         return {
             "on": self.on, "keep": self.keep, "tau": self.tau, "speedup": self.speedup,
             "score_share": self.score_share, "predicted": self.predicted,
-            "routed": self.routed, "trial_start": self.trial_start, "trials": self.trials, "streak": self.streak,
+            "routed": self.routed, "largest": self.largest, "trial_start": self.trial_start, "trials": self.trials,
+            "streak": self.streak,
             "sums": self.sums.clone(), "windows": windows,
             "shadow": None if self.shadow is None else {k: v.clone() for k, v in self.shadow.state_dict().items()},
             "averaged": self.averaged,
@@ -299,6 +316,7 @@ class AutoController:
         self.tau, self.speedup = float(state["tau"]), float(state["speedup"])
         self.score_share, self.predicted = float(state["score_share"]), float(state["predicted"])
         self.routed, self.trial_start = int(state["routed"]), int(state["trial_start"])
+        self.largest = int(state["largest"])
         self.trials, self.streak = int(state["trials"]), int(state["streak"])
         self.sums = state["sums"].to(self.device, torch.float64).clone()
         self.copies = [HostCopy(w.to(self.device, torch.float64)) for w in state["windows"]]

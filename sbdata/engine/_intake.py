@@ -89,7 +89,7 @@ class Intake:
         controller, routed, keep, measure = self.controller, False, None, False
         if controller is not None and active and n:
             routed = True
-            active, keep, measure = controller.route(passes.step)  # a counter check; a decision once per trial
+            active, keep, measure = controller.route(passes.step, n)  # a counter check; a decision once per trial
         moved = None
         if measure:
             moved = _batch.to_device(batch, self.device)

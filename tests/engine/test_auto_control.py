@@ -103,6 +103,7 @@ def trial_sizes(keep: float = 0.25) -> list[int]:
         ("warmup", True, r"Auto.warmup must be an int >= 0, got True"),
         ("every", 0, r"Auto.every must be an int >= 1, got 0"),
         ("decisions_kept", None, r"Auto.decisions_kept must be an int >= 1, got None"),
+        ("min_kept", 0, r"Auto.min_kept must be an int >= 1, got 0"),
     ],
 )
 def test_settings_are_checked_at_construction_naming_field_and_value(field, value, message):
@@ -155,7 +156,7 @@ def test_auto_string_is_the_default_settings_and_a_fixed_keep_has_no_controller(
 def test_the_trial_routes_windows_in_order_and_measures_after_settling():
     sb = SBLoader(batches(4), Planted(), planted_loss, keep=settings())
     controller = sb.engine.controller
-    routes = [controller.route(step) for step in range(DECISION)]
+    routes = [controller.route(step, B) for step in range(DECISION)]
     arms = [0, 0] + [arm for arm in ORDER for _ in range(6)] + [0] * 6
     assert [r.select for r in routes] == [arm == 1 for arm in arms]
     assert {r.keep for r in routes if r.select} == {0.25}
@@ -200,6 +201,26 @@ def test_planted_loss_keeps_selection_off_and_says_why_once(selected, speedup):
     messages = [str(w.message) for w in caught if "keep='auto'" in str(w.message)]
     assert messages == [f"sbdata keep='auto': {stats.auto_reason}"]
     assert [w.filename for w in caught if "keep='auto'" in str(w.message)] == [__file__]  # the user's loop line
+
+
+def test_a_share_that_keeps_fewer_than_min_kept_samples_is_not_trialled_and_says_why_once():
+    # keep 0.25 of 16 keeps 4: with min_kept=5 no trial runs (where selection would have paid), whole batches all along
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sb, sizes = run(plain=0.01, selected=0.01, min_kept=5)
+    stats = sb.stats
+    assert sizes == [B] * 64 and not stats.auto_on and stats.auto_trials == 0 and stats.auto_trial_share == 0.0
+    assert stats.auto_reason == (
+        "whole batches, no trial: keep 0.25 keeps 4 sample(s) of 16 per batch, fewer than min_kept=5 (a step on so "
+        "few samples is noise, and breaks BatchNorm); pass Auto(keeps=...) with larger shares, or a larger batch; "
+        "next check in 2000 batches"
+    )
+    assert [d[:2] for d in stats.auto_decisions] == [(2.0, 0.0)]  # at the warm-up's end
+    messages = [w for w in caught if "keep='auto'" in str(w.message)]
+    assert [str(w.message) for w in messages] == [f"sbdata keep='auto': {stats.auto_reason}"]
+    assert [w.filename for w in messages] == [__file__]
+    sb, sizes = run(plain=0.01, selected=0.01, min_kept=4)  # 4 is enough: the trial runs and selection pays
+    assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_on
 
 
 def test_a_noisy_trial_that_cannot_tell_stays_plain():
