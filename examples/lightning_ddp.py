@@ -13,6 +13,7 @@ Run from the root of your clone (or after ``pip install -e ".[lightning]"`` ther
 from __future__ import annotations
 
 import argparse
+import gc
 
 import lightning.pytorch as pl
 import torch
@@ -97,9 +98,12 @@ def main() -> None:
             f"{stats.samples_yielded} of {stats.samples_seen} samples ({stats.backprop_fraction:.0%}) in "
             f"{stats.steps} batches, {stats.sb_steps} of them selected"
         )
+    # Lightning leaves the DDP-wrapped model and the process group to the interpreter's exit, where torch 2.13 on the
+    # CPU can free DDP's reducer after the group and abort ("terminate called without an active exception") once the
+    # work is done: free the model while the group lives, then end the group
+    del trainer, data
+    gc.collect()
     if torch.distributed.is_initialized():
-        # Lightning leaves the process group to the interpreter's exit, where tearing down gloo's threads can abort
-        # the process ("terminate called without an active exception") after the work is done: end it here
         torch.distributed.destroy_process_group()
 
 

@@ -286,7 +286,9 @@ def plot_trials(runs_by_suite: dict[str, list[dict[str, Any]]], out: Path, setti
     panels = {name: runs for name, runs in panels.items() if runs}
     if not panels:
         return None
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 1.6 + 0.5 * max(map(len, panels.values()))), squeeze=False)
+    heights = [1.0 + 0.3 * len(runs) for runs in panels.values()]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, sum(heights)), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})  # fmt: skip
     for ax, (name, runs) in zip(axes[:, 0], panels.items(), strict=True):
         for row, run in enumerate(sorted(runs, key=lambda r: (r.get("regime", ""), r["seed"]))):
             steps = run["steps"]
@@ -296,9 +298,10 @@ def plot_trials(runs_by_suite: dict[str, list[dict[str, Any]]], out: Path, setti
             span = sized.window + sized.settle
             trial = span * settings.cycles * 2 * (len(settings.keeps) + 1)
             history = run["auto"]["history"]
-            for at, on, keep, _tau, speedup in history:
+            for at, on, keep, tau, speedup in history:
                 start = at - span - trial  # the decision lands settle + window batches after the trial's end
-                ax.broken_barh([(start, trial)], (row - 0.4, 0.8), color="0.8")
+                if tau == tau:  # a NaN tau: decided without a trial (Auto.min_kept)
+                    ax.broken_barh([(start, trial)], (row - 0.4, 0.8), color="0.8")
                 label = "n/a" if speedup != speedup else f"{speedup:.2f}x"
                 ax.text(at, row, f"{'on ' + str(keep) if on else 'off'} {label}", fontsize=7, va="center")
             ons = [(at, (nxt[0] if nxt else steps) - at) for (at, on, *_), nxt in
