@@ -119,8 +119,10 @@ class AutoController:
         position = self.routed
         self.routed += 1
         self.largest = max(self.largest, n)
-        if position == self.trial_start and keep_count(self.keeps[0], self.largest) < self.settings.min_kept:
-            self._skip(step)
+        if position == self.trial_start:
+            few = self._too_few()
+            if few:
+                self._skip(step, few)
         windows, span = len(self.order), self._span()
         relative = position - self.trial_start
         window, offset = relative // span, relative % span
@@ -257,17 +259,29 @@ class AutoController:
         self._record(step, f"{result.reason}; the variance model predicted {self.predicted:.2f}x at keep "
                            f"{self.keep:g} (tau {self.tau:.2f}); next trial in {gap} batches")  # fmt: skip
 
-    def _skip(self, step: int) -> None:
-        """Decide for whole batches without a trial: the smallest share keeps fewer than ``min_kept`` samples."""
+    def _too_few(self) -> int:
+        """The ranks (1 without ``torch.distributed``) where the smallest share keeps fewer than ``min_kept`` samples
+        of the largest batch (one ``all_reduce`` per trial under ``torch.distributed``, so that every rank skips
+        alike)."""
+        few = float(keep_count(self.keeps[0], self.largest) < self.settings.min_kept)
+        return round(self.lockstep.reduce_sum([few])[0]) if self.lockstep is not None else int(few)
+
+    def _skip(self, step: int, few: int) -> None:
+        """Decide for whole batches without a trial: the smallest share keeps fewer than ``min_kept`` samples (on
+        ``few`` ranks)."""
         self.on = False
         self.streak += 1
         gap = self.every * 2**self.streak
         self.trial_start = self.routed - 1 + gap
-        kept, keep = keep_count(self.keeps[0], self.largest), self.keeps[0]
-        self._record(step, f"whole batches, no trial: keep {keep:g} keeps {kept} sample(s) of {self.largest} per "
-                           f"batch, fewer than min_kept={self.settings.min_kept} (a step on so few samples is noise, "
-                           f"and breaks BatchNorm); pass Auto(keeps=...) with larger shares, or a larger batch; "
-                           f"next check in {gap} batches", trial=False)  # fmt: skip
+        kept, keep, least = keep_count(self.keeps[0], self.largest), self.keeps[0], self.settings.min_kept
+        if self.lockstep is None:
+            what = f"keep {keep:g} keeps {kept} sample(s) of {self.largest} per batch, fewer than min_kept={least}"
+        else:
+            what = (f"keep {keep:g} keeps fewer than min_kept={least} samples per batch on {few} of "
+                    f"{self.lockstep.world} ranks (here {kept} of {self.largest})")  # fmt: skip
+        self._record(step, f"whole batches, no trial: {what} (a step on so few samples is noise, and breaks "
+                           f"BatchNorm); pass Auto(keeps=...) with larger shares, or a larger batch; next check in "
+                           f"{gap} batches", trial=False)  # fmt: skip
 
     def _record(self, step: int, reason: str, trial: bool = True) -> None:
         decision = [float(step), float(self.on), self.keep, self.tau, self.speedup]

@@ -474,6 +474,28 @@ def test_ranks_decide_alike():
     assert first["history"][0][1] == 0.0 and first["history"][0][4] == pytest.approx(0.5 * PER_SECOND, rel=1e-4)
 
 
+def skip_on_rank(rank: int) -> dict[str, Any]:
+    """On one of 2 gloo ranks: rank 1's batches hold 8 samples (keep 0.25 keeps 2, fewer than min_kept=3), rank 0's
+    16 (4 kept): neither rank trials."""
+    model = Planted()
+    count = B if rank == 0 else 8
+    data = [oracle_batch(range(i * count, (i + 1) * count)) for i in range(64)]
+    sb = SBLoader(data, model, planted_loss, keep=settings(min_kept=3))
+    sizes = train(sb, model, 0.01, 0.01)
+    return {"sizes": sizes, "history": sb.stats.auto_decisions, "reason": sb.stats.auto_reason}
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_ranks_skip_a_trial_alike_when_one_keeps_too_few():
+    first, second = launch_ranks(skip_on_rank, world=2, timeout=120)  # 120 s: a hang guard only
+    assert first["sizes"] == [B] * 64 and second["sizes"] == [8] * 64  # whole batches on both
+    assert [d[:3] for d in first["history"]] == [d[:3] for d in second["history"]] == [(2.0, 0.0, 0.25)]
+    what = "whole batches, no trial: keep 0.25 keeps fewer than min_kept=3 samples per batch on 1 of 2 ranks"
+    assert first["reason"].startswith(f"{what} (here 4 of 16) (a step on so few samples is noise")
+    assert second["reason"].startswith(f"{what} (here 2 of 8)")
+
+
 def test_auto_is_exported():
     assert sbdata.Auto is Auto and sbdata.CostTable is CostTable
 
