@@ -1,10 +1,12 @@
 """Tables of the ``keep="auto"`` trials measurement (MNIST-1D suites, arms user, topk-0.25, random-0.25, auto-topk).
 
-Regenerate (from the repository root): ``python -m benchmarks.auto.trials_table [--results DIR]`` (default
-``benchmarks/results/auto``). Reads ``<results>/trials-<suite>/runs.jsonl`` (the MNIST-1D suites and ``lm``, the
-runs' folders as ``python -m benchmarks auto run|lm ... --out <results>/trials`` leaves them, moved one level up
-into the one results layout) and the ``meta`` of ``<results>/trials/summary.json`` (the commands, date, load
-averages and the written reading, kept on a rerun), writes ``<results>/trials/table.md`` and ``summary.json``.
+Regenerate (from the repository root): ``python -m benchmarks.auto.trials_table [--results DIR] [--prefix P]``
+(defaults ``benchmarks/results/auto`` and ``trials``; the second defaults' record: ``--prefix settle48``). Reads
+``<results>/<P>-<suite>/runs.jsonl`` (the MNIST-1D suites and ``lm``, the runs' folders as ``python -m benchmarks
+auto run|lm ... --out OUT`` leaves them as ``OUT/<suite>``, moved into the one results layout) and the ``meta`` of
+``<results>/<P>/summary.json`` (the commands, date, load averages and the written reading, kept on a rerun; its
+``auto``, where given, the ``Auto`` settings the record was made with, for the plot), writes ``<results>/<P>/table.md``,
+``summary.json`` and ``decisions.png``.
 
 Per seed: final accuracy, thread CPU seconds, seconds to the same seed's user final accuracy (first crossing of the
 run's test curve, linear between its 8 evaluations: ``report.py``'s ``reach``/``curve``), and the speed-up = the
@@ -324,20 +326,22 @@ def plot_trials(runs_by_suite: dict[str, list[dict[str, Any]]], out: Path, setti
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--prefix", default="trials", help="the record's folders: PREFIX-<suite>, the table in PREFIX")
     args = parser.parse_args(argv)
-    suites = {name: read_jsonl(args.results / f"trials-{name}" / "runs.jsonl") for name in SUITES}
+    prefix = args.prefix
+    suites = {name: read_jsonl(args.results / f"{prefix}-{name}" / "runs.jsonl") for name in SUITES}
     summary: dict[str, Any] = {"suites": {n: summarize(r) for n, r in suites.items() if r}}
     summary["targets"] = [
         t for n, suite in summary["suites"].items() for arm in AUTO_ARMS for t in targets(n, suite, arm)
     ]
-    long = {name: read_jsonl(args.results / f"trials-long-{name}" / "runs.jsonl") for name in LONG_SUITES}
+    long = {name: read_jsonl(args.results / f"{prefix}-long-{name}" / "runs.jsonl") for name in LONG_SUITES}
     summary["long"] = {name: summarize(runs) for name, runs in long.items() if runs}
     summary["long_targets"] = [
         t for n, suite in summary["long"].items() for arm in AUTO_ARMS[1:] for t in targets(n, suite, arm)
     ]
-    lm_path = args.results / "trials-lm" / "runs.jsonl"
+    lm_path = args.results / f"{prefix}-lm" / "runs.jsonl"
     summary["lm"] = lm_summary(read_jsonl(lm_path)) if lm_path.exists() else {}
-    out = args.results / "trials"
+    out = args.results / prefix
     out.mkdir(parents=True, exist_ok=True)
     previous = out / "summary.json"
     meta = json.loads(previous.read_text()).get("meta", {}) if previous.exists() else {}
