@@ -297,8 +297,7 @@ def plot_trials(runs_by_suite: dict[str, list[dict[str, Any]]], out: Path, setti
             epoch = max(1, round(steps / max(run.get("epochs_read") or run.get("epochs") or 1, 1e-9)))
             sized = settings.sized(epoch)
             assert sized.window is not None and sized.settle is not None
-            span = sized.window + sized.settle
-            trial = span * settings.cycles * 2 * (len(settings.keeps) + 1)
+            span, trial = sized.window + sized.settle, sized.trial_batches
             history = run["auto"]["history"]
             for at, on, keep, tau, speedup in history:
                 start = at - span - trial  # the decision lands settle + window batches after the trial's end

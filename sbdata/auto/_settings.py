@@ -68,9 +68,9 @@ class Auto:
         decisions_kept: decisions kept in ``stats.auto_decisions``, an int >= 1. Default 32.
         min_kept: the fewest samples a trialled share may keep of the largest loader batch seen, an int >= 1. A
             trial whose smallest share keeps fewer (on any rank) is not run (a decision for whole batches, said
-            once): steps on
-            a single sample break BatchNorm and, on the byte LM at batch 4 (keep 0.25: one sequence), the trial's
-            selection windows alone cost 0.12-0.14 nats/byte at the end of the run. Default 2.
+            once): steps on a single sample break BatchNorm and, on the byte LM at batch 4 (keep 0.25: one
+            sequence), the trial's selection windows alone cost 0.12-0.14 nats/byte at the end of the run.
+            Default 2.
     """
 
     keeps: tuple[float, ...] = (0.25,)

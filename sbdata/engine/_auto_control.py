@@ -244,13 +244,7 @@ class AutoController:
         incumbent = keeps.index(self.keep) + 1 if self.on else 0
         result = verdict(fit_progress(levels, self.order, len(keeps), middle), per_batch, keeps, z=settings.z,
                          margin=settings.margin, incumbent=incumbent)  # fmt: skip
-        before, self.on = self.on, result.arm > 0
-        # each verdict that repeats the last doubles the wait for the next trial: trials cost seconds where
-        # selection pays (their plain windows) and quality where it hurts (their selection windows), so their total
-        # stays a logarithmic share of a long run; a changed verdict is re-checked after 2 * every
-        self.streak = self.streak + 1 if self.on == before else 1
-        gap = self.every * 2**self.streak
-        self.trial_start = self.routed - 1 + gap
+        gap = self._settle_on(result.arm > 0)
         chosen = result.arm - 1 if self.on else max(range(len(keeps)), key=lambda i: result.contrasts[i])
         self.keep = keeps[chosen]
         self.speedup = result.speedups[chosen]
@@ -258,6 +252,17 @@ class AutoController:
         self.predicted = shrink_speedup(self.tau, self.keep, batch, costs)
         self._record(step, f"{result.reason}; the variance model predicted {self.predicted:.2f}x at keep "
                            f"{self.keep:g} (tau {self.tau:.2f}); next trial in {gap} batches")  # fmt: skip
+
+    def _settle_on(self, on: bool) -> int:
+        """Take the verdict ``on`` and schedule the next trial; returns its wait in loader batches. Each verdict
+        that repeats the last doubles the wait: trials cost seconds where selection pays (their plain windows) and
+        quality where it hurts (their selection windows), so their total stays a logarithmic share of a long run; a
+        changed verdict is re-checked after ``2 every``."""
+        self.streak = self.streak + 1 if on == self.on else 1
+        self.on = on
+        gap = self.every * 2**self.streak
+        self.trial_start = self.routed - 1 + gap
+        return gap
 
     def _too_few(self) -> int:
         """The ranks (1 without ``torch.distributed``) where the smallest share keeps fewer than ``min_kept`` samples
@@ -269,10 +274,7 @@ class AutoController:
     def _skip(self, step: int, few: int) -> None:
         """Decide for whole batches without a trial: the smallest share keeps fewer than ``min_kept`` samples (on
         ``few`` ranks)."""
-        self.on = False
-        self.streak += 1
-        gap = self.every * 2**self.streak
-        self.trial_start = self.routed - 1 + gap
+        gap = self._settle_on(False)
         kept, keep, least = keep_count(self.keeps[0], self.largest), self.keeps[0], self.settings.min_kept
         if self.lockstep is None:
             what = f"keep {keep:g} keeps {kept} sample(s) of {self.largest} per batch, fewer than min_kept={least}"
