@@ -8,13 +8,14 @@ history, for the plot).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from benchmarks.harness._sb import Auto, CostTable, SBLoader, auto_decisions
+from benchmarks.harness._sb import Auto, CostTable, SBLoader, Schedule, auto_decisions, trial_order
 from benchmarks.harness.arms import OwnRecipe, Probe
 from benchmarks.harness.data import ShuffledBatches
 from benchmarks.harness.models import MODELS, RECIPES
@@ -53,9 +54,11 @@ class SelectArm(OwnRecipe):
         keep: the share kept per SB batch, or ``"auto"``.
         score: ``"loss"`` or ``"gradnorm"`` (sbdata's ``score=``).
         weighted: train on the importance-weighted mean (``return_weights=True``).
-        trial_windows: ``keep="auto"`` only: ``(window, settle)``, the loader batches of each trial window's measured
-            and settling parts, keep 0.25 the only share trialled (the switch-transient ablation); None: every trial
-            setting default.
+        auto: ``keep="auto"`` only: ``Auto`` settings other than the defaults, as ``(name, value)`` pairs (the
+            ablations); empty: every setting default.
+        plain_first: a fixed ``keep`` only: train whole batches for as many loader batches as ``keep="auto"`` with
+            its defaults trains plain before its first verdict on this loader (:func:`plain_before_verdict`), then
+            select as ``policy`` and ``keep`` say (what measuring first costs, without the trial's switches).
     """
 
     name: str
@@ -65,7 +68,8 @@ class SelectArm(OwnRecipe):
     keep: float | str = 1.0
     score: str = "loss"
     weighted: bool = False
-    trial_windows: tuple[int, int] | None = None
+    auto: tuple[tuple[str, Any], ...] = ()
+    plain_first: bool = False
 
     def build(self, model, split, *, family: str, batch: int, epochs: int, seed: int) -> tuple[Any, Probe]:
         source = ShuffledBatches(split.fields(), self.batch, seed)
@@ -73,13 +77,15 @@ class SelectArm(OwnRecipe):
             return source, Probe(len(source))
         keep: Any = self.keep
         if self.keep == "auto":
-            windows: dict[str, Any] = {}
-            if self.trial_windows is not None:
-                windows = {"keeps": (0.25,), "window": self.trial_windows[0], "settle": self.trial_windows[1]}
-            keep = Auto(decisions_kept=DECISIONS_KEPT, **windows)
+            keep = Auto(decisions_kept=DECISIONS_KEPT, **dict(self.auto))
+        schedule = None
+        if self.plain_first:
+            total = epochs * len(source)
+            start = min(1.0, plain_before_verdict(len(source)) / total)  # a short run: plain to the end
+            schedule = Schedule(start=start, end=1.0, interrupt=0, total_steps=total)
         loader = SBLoader(
             source, model, F.cross_entropy, keep=keep, policy=self.policy, score=self.score,
-            return_weights=self.weighted, generator=seed, nan_policy="keep", split=_inputs_targets,
+            return_weights=self.weighted, generator=seed, nan_policy="keep", split=_inputs_targets, schedule=schedule,
         )  # fmt: skip
         probe = Probe(len(source), loader)
         if self.weighted:
@@ -111,18 +117,41 @@ def suite_arms(user: dict[str, Any], tuned: dict[str, Any]) -> list[SelectArm]:
     ]
 
 
+def plain_before_verdict(epoch: int) -> int:
+    """Loader batches ``keep="auto"`` with its defaults trains on whole batches before its first verdict, on a loader
+    of ``epoch`` batches an epoch: the warm-up, the first trial's plain windows, and the span after the trial in
+    which its last window is measured and its sums land (379 at 313 batches an epoch: 64 + 4 x (47 + 16) + 63)."""
+    sized = Auto().sized(epoch)
+    assert sized.warmup is not None and sized.settle is not None and sized.window is not None
+    span = sized.settle + sized.window
+    plain_windows = trial_order(len(sized.keeps), sized.cycles).count(0)
+    return sized.warmup + plain_windows * span + span
+
+
 def ablation_arms(user: dict[str, Any]) -> list[SelectArm]:
-    """Arms run only when named in ``--arms``, ``keep="auto"`` on top-k with keep 0.25 alone and longer trial windows
-    than the default's 16 + 16 loader batches on these suites: ``auto-topk-long``, measured and settling parts of 64
-    each (a trial of 8 windows of 128 batches outlasts more of the switch's transient); ``auto-topk-long-window``, a
-    measured part of 64 after the default's settling part of 16 (8 windows of 80: is it the averaging or the
-    settling that matters?)."""
+    """Arms run only when named in ``--arms``.
+
+    - Longer trial windows than the defaults: ``auto-topk-long``, measured and settling parts of 64 each (a trial of
+      8 windows of 128 batches outlasts more of the switch's transient); ``auto-topk-long-window``, a measured part
+      of 64 after a settling part of 16 (8 windows of 80: is it the averaging or the settling that matters?).
+    - What measuring first costs where selection wins: ``auto-topk-once``, the defaults with one trial only (no
+      re-trial: what the exit test's trials cost); ``topk-0.25-after-trial``, whole batches for as many loader
+      batches as the defaults train plain before the first verdict, then top-k at keep 0.25 to the end (the price of
+      those plain batches alone, without the trial's switches or its measuring).
+    - The small-batch control ``small-64``: the user's recipe at batch ``ceil(0.25 B)`` (64), its LR unchanged, on
+      every sample (why a win at keep 0.25 wins: a smaller batch alone, or the choice of samples).
+    """
     b, lr = user["batch"], user["lr"]
     return [
-        SelectArm("auto-topk-long", b, lr, policy="topk", keep="auto", trial_windows=(64, 64)),
-        SelectArm("auto-topk-long-window", b, lr, policy="topk", keep="auto", trial_windows=(64, 16)),
+        SelectArm("auto-topk-long", b, lr, policy="topk", keep="auto", auto=(("window", 64), ("settle", 64))),
+        SelectArm("auto-topk-long-window", b, lr, policy="topk", keep="auto", auto=(("window", 64), ("settle", 16))),
+        SelectArm("auto-topk-once", b, lr, policy="topk", keep="auto", auto=(("every", ONCE),)),
+        SelectArm("topk-0.25-after-trial", b, lr, policy="topk", keep=0.25, plain_first=True),
+        SelectArm(f"small-{math.ceil(0.25 * b)}", math.ceil(0.25 * b), lr),
     ]
 
+
+ONCE = 10**12  # Auto(every=ONCE): the first trial's verdict holds to the end of any run
 
 BLOCK, ROUNDS, WARMUP = 32, 41, 2
 

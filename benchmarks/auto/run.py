@@ -59,6 +59,7 @@ SEEDS = (0, 1, 2)
 LM_ARMS = ("baseline", "topk-0.5-shrink", "random-0.5-shrink", "importance-0.5-shrink",
            "importance-gradnorm-0.5-shrink", "auto")  # fmt: skip
 LM_TUNING = results_dir("lm") / "main" / "tune.jsonl"  # the LM benchmark's recorded grid
+EVALS = 32  # test evaluations per run: issue 28 reads time to accuracy from at least 32
 SMOKE = {"samples": 2000, "epochs": 2, "seeds": (0,)}
 
 
@@ -72,10 +73,16 @@ def plan(name: str, smoke: bool) -> tuple[int, str, float, int, tuple[int, ...],
 
 
 def run_auto_suite(
-    name: str, out: Path, worker: tuple[int, int], smoke: bool, info: dict, only: list[str] | None = None
+    name: str,
+    out: Path,
+    worker: tuple[int, int],
+    smoke: bool,
+    info: dict,
+    only: list[str] | None = None,
+    evals: int = EVALS,
 ) -> None:
     """Every (seed, arm) of suite ``name`` not yet in ``out/<name>/runs.jsonl``, interleaved and rotating (``only``:
-    these arms alone)."""
+    these arms alone), each evaluated ``evals`` times (time to accuracy reads the curve between them)."""
     samples, family, noise, epochs, seeds, arms = plan(name, smoke)
     if only:
         arms += ablation_arms({"batch": RECIPES[family]["batch"], "lr": RECIPES[family]["lr"]})
@@ -89,7 +96,7 @@ def run_auto_suite(
 
     def job(arm: SelectArm, seed: int) -> Job:
         def run() -> dict:
-            record = train_run(data, arm, family=family, epochs=epochs, seed=seed, evals=8, clock=cpu_clock)
+            record = train_run(data, arm, family=family, epochs=epochs, seed=seed, evals=evals, clock=cpu_clock)
             record.update(suite=name, samples=samples, noise=noise, time=time.time())
             return record
 
@@ -171,9 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="worker processes for 'all' (default 2)")
     parser.add_argument("--arms", help="'run' and 'lm': comma-separated arm names to run (default: every arm)")
     parser.add_argument("--worker", help="I/N: run every N-th run from the I-th (default 0/1; 'lm': its N workers)")
+    parser.add_argument("--evals", type=int, default=EVALS,
+                        help=f"'run': test evaluations per run (default {EVALS}; the records before 2026-12-03's "
+                             "evals32 took 8)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.evals < 1:
+        parser.error(f"--evals must be an int >= 1, got {args.evals}")
     worker = None if args.worker is None else tuple(int(v) for v in args.worker.split("/"))
-    common = ["--out", str(args.out), *(["--smoke"] if args.smoke else [])]
+    common = ["--out", str(args.out), "--evals", str(args.evals), *(["--smoke"] if args.smoke else [])]
     if args.stage == "all":
         started = time.time()
         spawn([["run", name] for name in REPORTED], args.jobs, common)
@@ -196,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.suite is None:
         parser.error("run needs a suite: one of " + ", ".join(sorted(SUITES)))
     only = args.arms.split(",") if args.arms else None
-    run_auto_suite(args.suite, args.out, worker or (0, 1), args.smoke, info, only)  # type: ignore[arg-type]
+    run_auto_suite(args.suite, args.out, worker or (0, 1), args.smoke, info, only, args.evals)  # type: ignore[arg-type]
     return 0
 
 

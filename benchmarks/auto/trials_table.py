@@ -1,4 +1,5 @@
-"""Tables of the ``keep="auto"`` trials measurement (MNIST-1D suites, arms user, topk-0.25, random-0.25, auto-topk).
+"""Tables of the ``keep="auto"`` trials measurement (MNIST-1D suites: user, topk-0.25, random-0.25, auto-topk; and
+the ablation arms ``small-64``, ``topk-0.25-after-trial``, ``auto-topk-once`` where a record has them).
 
 Regenerate (from the repository root): ``python -m benchmarks.auto.trials_table [--results DIR] [--prefix P]``
 (defaults ``benchmarks/results/auto`` and ``trials``; the second defaults' record: ``--prefix settle48``). Reads
@@ -9,7 +10,8 @@ auto run|lm ... --out OUT`` leaves them as ``OUT/<suite>``, moved into the one r
 ``summary.json`` and ``decisions.png``.
 
 Per seed: final accuracy, thread CPU seconds, seconds to the same seed's user final accuracy (first crossing of the
-run's test curve, linear between its 8 evaluations: ``report.py``'s ``reach``/``curve``), and the speed-up = the
+run's test curve, linear between its evaluations (8 before the ``evals32`` record, 32 since): ``report.py``'s
+``reach``/``curve``), and the speed-up = the
 user's seconds (its whole run) / the arm's seconds to that accuracy. Seed means average the per-seed numbers (a
 seed that never reaches makes the mean "never"). Targets: on mlp100k and cnn100k, auto-topk's mean speed-up at
 least 0.87x topk-0.25's; on noisy100k, auto-topk's mean final accuracy at least the user's minus one user seed sd,
@@ -33,8 +35,11 @@ SUITES = ("mlp100k", "cnn100k", "noisy100k", "noisy30-100k")
 LONG_SUITES = ("mlp100k", "cnn100k", "noisy100k")  # the long-window ablation's own runs: trials-long-<suite>
 NOISY = ("noisy100k", "noisy30-100k")  # where auto must never lose
 LM_ARMS = ("baseline", "auto")
-ARMS = ("user", "topk-0.25", "random-0.25", "auto-topk", "auto-topk-long", "auto-topk-long-window")
-AUTO_ARMS = ("auto-topk", "auto-topk-long", "auto-topk-long-window")
+ARMS = ("user", "small-64", "topk-0.25", "random-0.25", "topk-0.25-after-trial", "auto-topk", "auto-topk-once",
+        "auto-topk-long", "auto-topk-long-window")  # fmt: skip
+AUTO_ARMS = ("auto-topk", "auto-topk-once")  # keep="auto" arms of the main record whose targets are read
+LONG_ARMS = ("auto-topk-long", "auto-topk-long-window")  # the long-window ablation's (trials-long-<suite>)
+ALL_AUTO = AUTO_ARMS + LONG_ARMS
 CAPTURE = 0.87  # auto's speed-up at least this share of top-k 0.25's (mlp100k, cnn100k)
 NO_LOSS = 0.95  # auto's speed-up at least this on the flipped-label suites (NOISY)
 
@@ -104,7 +109,14 @@ def targets(name: str, suite: dict[str, Any], arm: str = "auto-topk") -> list[st
         else:
             verdict = "met" if a >= CAPTURE * t else "missed"
             detail = f"{arm} {a:.2f}x vs topk-0.25 {t:.2f}x: ratio {a / t:.2f} (target >= {CAPTURE})"
-        return [f"{name}: {arm} captures top-k's win: **{verdict}** ({detail})"]
+        said = [f"{name}: {arm} captures top-k's win: **{verdict}** ({detail})"]
+        late = arms.get("topk-0.25-after-trial")
+        if arm == "auto-topk" and late is not None and late["speedup_mean"] is not None and t is not None:
+            said.append(
+                f"{name}: what measuring first allows (not a target): topk-0.25-after-trial {x(late['speedup_mean'])}, "
+                f"{late['speedup_mean'] / t:.2f} of topk-0.25's (whole batches until auto's first verdict, then top-k)"
+            )
+        return said
     if name in NOISY:
         floor = user["accuracy_mean"] - suite["user_accuracy_sd"]
         acc_ok = auto["accuracy_mean"] >= floor
@@ -145,7 +157,7 @@ def suite_lines(name: str, suite: dict[str, Any], heading: str = "##") -> list[s
                      f"**{row['seconds_mean']:.1f}** | **{s(row['to_user_mean'])}** | "
                      f"**{x(row['speedup_mean'])}**{partial}; "
                      f"mean-curve {x(row['speedup_mean_curve'])} |")  # fmt: skip
-    for arm in AUTO_ARMS:
+    for arm in ALL_AUTO:
         auto = suite["arms"].get(arm)
         if auto is None:
             continue
@@ -177,6 +189,19 @@ LONG_TEXT = (
 )
 
 
+MEASURE_FIRST_ARMS = ("small-64", "topk-0.25-after-trial", "auto-topk-once")
+MEASURE_FIRST_TEXT = (
+    "Controls and ablations beside the default (`benchmarks/auto/arms.py`, `ablation_arms`): `small-64`, the user's "
+    "recipe at batch 64 (= ceil(0.25 x 256)), its LR unchanged, on every sample (the small-batch control); "
+    '`topk-0.25-after-trial`, whole batches for as many loader batches as `keep="auto"` trains whole before its '
+    "first verdict (379 at these suites' 313 batches an epoch: the warm-up, the trial's plain windows and the span "
+    "in which its last window lands), then top-k at keep 0.25 to the end: what those plain batches cost alone, without "
+    "the trial's switches, i.e. the most any design that measures plain training on the live run before it "
+    "decides can capture; `auto-topk-once`, the defaults with no re-trial after the first verdict (what the exit "
+    "test's trials cost)."
+)
+
+
 def table(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     lines = ["# keep='auto' by trials on the live run: MNIST-1D suites", ""]
     if meta:
@@ -186,12 +211,15 @@ def table(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         lines += [f"Load averages (1/5/15 min): start {meta.get('load_start', '?')}, end {meta.get('load_end', '?')}"
                   " (seconds are thread CPU seconds).", ""]  # fmt: skip
     lines += [
-        "Time to accuracy: seconds at which the run's test curve (8 evaluations, linear between) first reaches the "
+        f"Time to accuracy: seconds at which the run's test curve ({summary.get('evals', '?')} evaluations, linear "
+        "between) first reaches the "
         "same seed's user final accuracy; speed-up = the user's seconds (whole run) / that. Means: over seeds 0-2 (a "
         "seed that never reaches makes the mean 'never'); 'mean-curve': report.py's convention (the seed-mean curve "
         "to the user's mean final accuracy, over the user's mean seconds).",
         "",
     ]
+    if any(a in suite["arms"] for suite in summary["suites"].values() for a in MEASURE_FIRST_ARMS):
+        lines += [MEASURE_FIRST_TEXT, ""]
     for name, suite in summary["suites"].items():
         lines += suite_lines(name, suite)
     lines += ["## Targets", ""] + [f"- {t}" for t in summary["targets"]] + [""]
@@ -306,7 +334,7 @@ def plot_trials(runs_by_suite: dict[str, list[dict[str, Any]]], out: Path, setti
                 label = "n/a" if speedup != speedup else f"{speedup:.2f}x"
                 ax.text(at, row, f"{'on ' + str(keep) if on else 'off'} {label}", fontsize=7, va="center")
             ons = [(at, (nxt[0] if nxt else steps) - at) for (at, on, *_), nxt in
-                   zip(history, [*history[1:], None], strict=True) if on]  # fmt: skip
+                   zip(history, [*history[1:], None][: len(history)], strict=True) if on]  # fmt: skip
             ax.broken_barh(ons, (row - 0.25, 0.5), color="tab:green", alpha=0.6)
             ax.plot([0, steps], [row, row], color="black", lw=0.4)
         ax.set_yticks(range(len(runs)))
@@ -330,13 +358,14 @@ def main(argv: list[str] | None = None) -> None:
     prefix = args.prefix
     suites = {name: read_jsonl(args.results / f"{prefix}-{name}" / "runs.jsonl") for name in SUITES}
     summary: dict[str, Any] = {"suites": {n: summarize(r) for n, r in suites.items() if r}}
+    summary["evals"] = "/".join(str(n) for n in sorted({len(r["curve"]) for runs in suites.values() for r in runs}))
     summary["targets"] = [
         t for n, suite in summary["suites"].items() for arm in AUTO_ARMS for t in targets(n, suite, arm)
     ]
     long = {name: read_jsonl(args.results / f"{prefix}-long-{name}" / "runs.jsonl") for name in LONG_SUITES}
     summary["long"] = {name: summarize(runs) for name, runs in long.items() if runs}
     summary["long_targets"] = [
-        t for n, suite in summary["long"].items() for arm in AUTO_ARMS[1:] for t in targets(n, suite, arm)
+        t for n, suite in summary["long"].items() for arm in LONG_ARMS for t in targets(n, suite, arm)
     ]
     lm_path = args.results / f"{prefix}-lm" / "runs.jsonl"
     summary["lm"] = lm_summary(read_jsonl(lm_path)) if lm_path.exists() else {}

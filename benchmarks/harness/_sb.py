@@ -22,7 +22,7 @@ from sbdata import (
     keep_count,
     with_index,
 )
-from sbdata.auto import Auto, CostTable, shrink_speedup
+from sbdata.auto import Auto, CostTable, shrink_speedup, trial_order
 from sbdata.cache import BUCKETS
 from sbdata.tasks import causal_lm
 
@@ -46,6 +46,7 @@ __all__ = [
     "sb_select",
     "sb_selector",
     "shrink_speedup",
+    "trial_order",
     "with_index",
 ]
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
+import torch.nn.functional as F
 
-from benchmarks.auto.arms import ablation_arms
+from benchmarks.auto.arms import ONCE, ablation_arms, plain_before_verdict
 from benchmarks.auto.trials_table import main, summarize, targets
+from benchmarks.harness._sb import Auto, CostTable, SBLoader
 
 
 def _run(arm: str, seed: int, final: float, seconds: float, auto: bool = False) -> dict:
@@ -65,9 +68,32 @@ def test_table_reads_the_ablation_folders(tmp_path):
     assert "## Ablation: longer trial windows" in (tmp_path / "trials" / "table.md").read_text()
 
 
-def test_ablation_arm_trials_longer_windows_at_one_keep():
+def test_ablation_arms_and_their_settings():
     arms = ablation_arms({"batch": 256, "lr": 2e-3})
-    assert [(a.name, a.policy, a.keep, a.trial_windows) for a in arms] == [
-        ("auto-topk-long", "topk", "auto", (64, 64)),
-        ("auto-topk-long-window", "topk", "auto", (64, 16)),
+    assert [(a.name, a.batch, a.policy, a.keep, a.auto, a.plain_first) for a in arms] == [
+        ("auto-topk-long", 256, "topk", "auto", (("window", 64), ("settle", 64)), False),
+        ("auto-topk-long-window", 256, "topk", "auto", (("window", 64), ("settle", 16)), False),
+        ("auto-topk-once", 256, "topk", "auto", (("every", ONCE),), False),
+        ("topk-0.25-after-trial", 256, "topk", 0.25, (), True),
+        ("small-64", 64, None, 1.0, (), False),
     ]
+
+
+@pytest.mark.filterwarnings("ignore:sbdata keep='auto'")  # the planted data are random: the verdict is off
+@pytest.mark.parametrize("epoch", [12, 313])
+def test_plain_before_verdict_counts_the_whole_batches_auto_trains_before_its_first_verdict(epoch):
+    """A linear model on a loader of ``epoch`` batches of 8, keep="auto" on a fixed cost table: the batches that
+    arrive whole before the first decision is recorded are exactly ``plain_before_verdict(epoch)`` (379 at 313: 64
+    of warm-up, 4 plain windows of 47 + 16, and the span after the trial in which its sums land)."""
+    torch.manual_seed(0)
+    batches = [(torch.randn(8, 3), torch.randint(0, 2, (8,))) for _ in range(epoch)]
+    model = torch.nn.Linear(3, 2)
+    loader = SBLoader(batches, model, F.cross_entropy, keep=Auto(costs=CostTable(1.0, 1.0)), policy="topk")
+    whole = 0
+    while loader.stats.auto_trials == 0:
+        for x, _ in loader:
+            whole += len(x) == 8
+            if loader.stats.auto_trials:
+                whole -= len(x) == 8  # the batch routed as the decision is taken arrives after it
+                break
+    assert whole == plain_before_verdict(epoch)
