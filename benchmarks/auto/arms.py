@@ -59,6 +59,8 @@ class SelectArm(OwnRecipe):
         plain_first: a fixed ``keep`` only: train whole batches for as many loader batches as ``keep="auto"`` with
             its defaults trains plain before its first verdict on this loader (:func:`plain_before_verdict`), then
             select as ``policy`` and ``keep`` say (what measuring first costs, without the trial's switches).
+        select_first: a fixed ``keep`` only: the mirror image, selection for those loader batches, then whole
+            batches to the end (what selecting until a first verdict costs where selection loses).
     """
 
     name: str
@@ -70,6 +72,7 @@ class SelectArm(OwnRecipe):
     weighted: bool = False
     auto: tuple[tuple[str, Any], ...] = ()
     plain_first: bool = False
+    select_first: bool = False
 
     def build(self, model, split, *, family: str, batch: int, epochs: int, seed: int) -> tuple[Any, Probe]:
         source = ShuffledBatches(split.fields(), self.batch, seed)
@@ -79,10 +82,11 @@ class SelectArm(OwnRecipe):
         if self.keep == "auto":
             keep = Auto(decisions_kept=DECISIONS_KEPT, **dict(self.auto))
         schedule = None
-        if self.plain_first:
+        if self.plain_first or self.select_first:
             total = epochs * len(source)
-            start = min(1.0, plain_before_verdict(len(source)) / total)  # a short run: plain to the end
-            schedule = Schedule(start=start, end=1.0, interrupt=0, total_steps=total)
+            edge = min(1.0, plain_before_verdict(len(source)) / total)  # a short run: one arm to the end
+            start, end = (edge, 1.0) if self.plain_first else (0.0, edge)
+            schedule = Schedule(start=start, end=end, interrupt=0, total_steps=total)
         loader = SBLoader(
             source, model, F.cross_entropy, keep=keep, policy=self.policy, score=self.score,
             return_weights=self.weighted, generator=seed, nan_policy="keep", split=_inputs_targets, schedule=schedule,
@@ -137,7 +141,9 @@ def ablation_arms(user: dict[str, Any]) -> list[SelectArm]:
     - What measuring first costs where selection wins: ``auto-topk-once``, the defaults with one trial only (no
       re-trial: what the exit test's trials cost); ``topk-0.25-after-trial``, whole batches for as many loader
       batches as the defaults train plain before the first verdict, then top-k at keep 0.25 to the end (the price of
-      those plain batches alone, without the trial's switches or its measuring).
+      those plain batches alone, without the trial's switches or its measuring); ``topk-0.25-until-verdict``, its
+      mirror: top-k for those batches, then whole batches (what a design that selects until its first verdict
+      would cost where selection loses); ``auto-topk-start-on``, the defaults with ``Auto(start_on=True)``.
     - The small-batch control ``small-64``: the user's recipe at batch ``ceil(0.25 B)`` (64), its LR unchanged, on
       every sample (why a win at keep 0.25 wins: a smaller batch alone, or the choice of samples).
     """
@@ -147,6 +153,8 @@ def ablation_arms(user: dict[str, Any]) -> list[SelectArm]:
         SelectArm("auto-topk-long-window", b, lr, policy="topk", keep="auto", auto=(("window", 64), ("settle", 16))),
         SelectArm("auto-topk-once", b, lr, policy="topk", keep="auto", auto=(("every", ONCE),)),
         SelectArm("topk-0.25-after-trial", b, lr, policy="topk", keep=0.25, plain_first=True),
+        SelectArm("topk-0.25-until-verdict", b, lr, policy="topk", keep=0.25, select_first=True),
+        SelectArm("auto-topk-start-on", b, lr, policy="topk", keep="auto", auto=(("start_on", True),)),
         SelectArm(f"small-{math.ceil(0.25 * b)}", math.ceil(0.25 * b), lr),
     ]
 

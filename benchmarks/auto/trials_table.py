@@ -35,9 +35,9 @@ SUITES = ("mlp100k", "cnn100k", "noisy100k", "noisy30-100k")
 LONG_SUITES = ("mlp100k", "cnn100k", "noisy100k")  # the long-window ablation's own runs: trials-long-<suite>
 NOISY = ("noisy100k", "noisy30-100k")  # where auto must never lose
 LM_ARMS = ("baseline", "auto")
-ARMS = ("user", "small-64", "topk-0.25", "random-0.25", "topk-0.25-after-trial", "auto-topk", "auto-topk-once",
-        "auto-topk-long", "auto-topk-long-window")  # fmt: skip
-AUTO_ARMS = ("auto-topk", "auto-topk-once")  # keep="auto" arms of the main record whose targets are read
+ARMS = ("user", "small-64", "topk-0.25", "random-0.25", "topk-0.25-after-trial", "topk-0.25-until-verdict",
+        "auto-topk", "auto-topk-once", "auto-topk-start-on", "auto-topk-long", "auto-topk-long-window")  # fmt: skip
+AUTO_ARMS = ("auto-topk", "auto-topk-once", "auto-topk-start-on")  # the main record's keep="auto" arms
 LONG_ARMS = ("auto-topk-long", "auto-topk-long-window")  # the long-window ablation's (trials-long-<suite>)
 ALL_AUTO = AUTO_ARMS + LONG_ARMS
 CAPTURE = 0.87  # auto's speed-up at least this share of top-k 0.25's (mlp100k, cnn100k)
@@ -189,7 +189,8 @@ LONG_TEXT = (
 )
 
 
-MEASURE_FIRST_ARMS = ("small-64", "topk-0.25-after-trial", "auto-topk-once")
+MEASURE_FIRST_ARMS = ("small-64", "topk-0.25-after-trial", "topk-0.25-until-verdict", "auto-topk-once",
+                      "auto-topk-start-on")  # fmt: skip
 MEASURE_FIRST_TEXT = (
     "Controls and ablations beside the default (`benchmarks/auto/arms.py`, `ablation_arms`): `small-64`, the user's "
     "recipe at batch 64 (= ceil(0.25 x 256)), its LR unchanged, on every sample (the small-batch control); "
@@ -197,8 +198,10 @@ MEASURE_FIRST_TEXT = (
     "first verdict (379 at these suites' 313 batches an epoch: the warm-up, the trial's plain windows and the span "
     "in which its last window lands), then top-k at keep 0.25 to the end: what those plain batches cost alone, without "
     "the trial's switches, i.e. the most any design that measures plain training on the live run before it "
-    "decides can capture; `auto-topk-once`, the defaults with no re-trial after the first verdict (what the exit "
-    "test's trials cost)."
+    "decides can capture; `topk-0.25-until-verdict`, its mirror (top-k for those batches, then whole batches: what "
+    "selecting until a first verdict of 'off' costs where selection loses); `auto-topk-once`, the defaults with no "
+    "re-trial after the first verdict (what the exit test's trials cost); `auto-topk-start-on`, the defaults with "
+    "`Auto(start_on=True)` (selection from the first batch; the first trial still takes the entry bar)."
 )
 
 
