@@ -143,7 +143,8 @@ def ablation_arms(user: dict[str, Any]) -> list[SelectArm]:
       batches as the defaults train plain before the first verdict, then top-k at keep 0.25 to the end (the price of
       those plain batches alone, without the trial's switches or its measuring); ``topk-0.25-until-verdict``, its
       mirror: top-k for those batches, then whole batches (what a design that selects until its first verdict
-      would cost where selection loses); ``auto-topk-start-on``, the defaults with ``Auto(start_on=True)``.
+      would cost where selection loses). (``auto-topk-start-on`` of the ``evals32`` record ran ``Auto(start_on=True)``,
+      an option of 61e5216 removed after that record: ``benchmarks/auto/README.md``.)
     - The small-batch control ``small-64``: the user's recipe at batch ``ceil(0.25 B)`` (64), its LR unchanged, on
       every sample (why a win at keep 0.25 wins: a smaller batch alone, or the choice of samples).
     """
@@ -154,7 +155,6 @@ def ablation_arms(user: dict[str, Any]) -> list[SelectArm]:
         SelectArm("auto-topk-once", b, lr, policy="topk", keep="auto", auto=(("every", ONCE),)),
         SelectArm("topk-0.25-after-trial", b, lr, policy="topk", keep=0.25, plain_first=True),
         SelectArm("topk-0.25-until-verdict", b, lr, policy="topk", keep=0.25, select_first=True),
-        SelectArm("auto-topk-start-on", b, lr, policy="topk", keep="auto", auto=(("start_on", True),)),
         SelectArm(f"small-{math.ceil(0.25 * b)}", math.ceil(0.25 * b), lr),
     ]
 

@@ -201,7 +201,8 @@ MEASURE_FIRST_TEXT = (
     "decides can capture; `topk-0.25-until-verdict`, its mirror (top-k for those batches, then whole batches: what "
     "selecting until a first verdict of 'off' costs where selection loses); `auto-topk-once`, the defaults with no "
     "re-trial after the first verdict (what the exit test's trials cost); `auto-topk-start-on`, the defaults with "
-    "`Auto(start_on=True)` (selection from the first batch; the first trial still takes the entry bar)."
+    "`Auto(start_on=True)` (selection from the first batch; the first trial still takes the entry bar), an option "
+    "of 61e5216 removed after this record (benchmarks/auto/README.md)."
 )
 
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmarks.harness._sb import Auto, SBLoader, auto_decisions, keep_count
+from benchmarks.harness._sb import SBLoader, auto_decisions, keep_count
 from benchmarks.harness.arms import OwnRecipe, Probe
 from benchmarks.harness.data import Data, ShuffledBatches
 
@@ -66,7 +66,7 @@ class DigitsArm(OwnRecipe):
         batch: loader batch size.
         lr: AdamW's (constant) LR.
         policy: None (plain), or an sbdata policy name; ``"default"`` passes no ``policy=`` (sbdata's default).
-        keep: the share kept per SB batch, ``"auto"`` (every other option at its default), or ``Auto(...)``.
+        keep: the share kept per SB batch, or ``"auto"`` (every other option at its default).
         seeded: pass ``generator=seed`` (the random policy's draws differ per seed; else sbdata seeds 0).
     """
 
@@ -74,7 +74,7 @@ class DigitsArm(OwnRecipe):
     batch: int = BATCH
     lr: float = LR
     policy: str | None = None
-    keep: float | str | Auto = 1.0
+    keep: float | str = 1.0
     seeded: bool = False
 
     def build(self, model, split, *, family: str, batch: int, epochs: int, seed: int) -> tuple[Any, Probe]:
@@ -88,15 +88,15 @@ class DigitsArm(OwnRecipe):
             options["generator"] = seed
         loader = SBLoader(source, model, F.cross_entropy, **options)
         probe = Probe(len(source), loader)
-        if isinstance(self.keep, Auto) or self.keep == "auto":
+        if self.keep == "auto":
             probe.extra = lambda: {"auto": auto_decisions(loader.stats)}  # type: ignore[attr-defined]
         return loader, probe
 
 
 def arms() -> list[DigitsArm]:
     """The user's recipe, top-k at 0.25 and 0.5, random at 0.25, the small-batch control (plain at
-    ``ceil(0.25 * 128) = 32``, same epochs and LR), ``keep="auto"`` with every default, and ``auto-start-on``,
-    ``Auto(start_on=True)`` (selection from the first batch until the first trial decides)."""
+    ``ceil(0.25 * 128) = 32``, same epochs and LR) and ``keep="auto"`` with every default. (The ``start-on`` record's
+    ``auto-start-on`` arm ran ``Auto(start_on=True)``, an option of 61e5216 removed after it.)"""
     return [
         DigitsArm("user"),
         DigitsArm("topk-0.25", policy="topk", keep=KEEP),
@@ -104,5 +104,4 @@ def arms() -> list[DigitsArm]:
         DigitsArm("random-0.25", policy="random", keep=KEEP, seeded=True),
         DigitsArm("small-batch", batch=keep_count(KEEP, BATCH)),
         DigitsArm("auto", policy="default", keep="auto"),
-        DigitsArm("auto-start-on", policy="default", keep=Auto(start_on=True)),
     ]

@@ -71,12 +71,6 @@ class Auto:
             once): steps on a single sample break BatchNorm and, on the byte LM at batch 4 (keep 0.25: one
             sequence), the trial's selection windows alone cost 0.12-0.14 nats/byte at the end of the run.
             Default 2.
-        start_on: select from the first loader batch, before any trial, at the largest share of ``keeps`` (unless
-            it keeps fewer than ``min_kept`` samples of the first batch). The first trial still decides by the entry
-            bar: selection stays on only where it measures a win. For data you expect selection to help on: on the
-            MNIST-1D suites the plain batches before the first verdict cost an MLP a fifth of top-k's speed-up,
-            while selecting until a verdict of "off" cost the flipped-label runs no accuracy beyond a seed's spread
-            (``benchmarks/auto/README.md``). A bool. Default False: whole batches until a trial measures a win.
     """
 
     keeps: tuple[float, ...] = (0.25,)
@@ -91,7 +85,6 @@ class Auto:
     clock: Callable[[], float] | None = None
     decisions_kept: int = 32
     min_kept: int = 2
-    start_on: bool = False
 
     def __post_init__(self) -> None:
         keeps = self.keeps
@@ -111,8 +104,6 @@ class Auto:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"Auto.{name} must be an int >= {low}, got {value!r}: pass e.g. {name}=32")
-        if not isinstance(self.start_on, bool):
-            raise TypeError(f"Auto.start_on must be a bool, got {self.start_on!r}: pass start_on=True or False")
         if self.costs is not None and not isinstance(self.costs, CostTable):
             raise TypeError(f"Auto.costs must be a sbdata.CostTable or None, got {type(self.costs).__name__}")
         if self.clock is not None and not callable(self.clock):
@@ -152,8 +143,7 @@ class Auto:
         """The settings a saved state depends on, for the options fingerprint."""
         return (
             f"auto(keeps={self.keeps}, window={self.window}, settle={self.settle}, cycles={self.cycles}, "
-            f"warmup={self.warmup}, every={self.every}, z={self.z}, margin={self.margin}, min_kept={self.min_kept}, "
-            f"start_on={self.start_on})"
+            f"warmup={self.warmup}, every={self.every}, z={self.z}, margin={self.margin}, min_kept={self.min_kept})"
         )
 
 

@@ -119,8 +119,6 @@ class AutoController:
         position = self.routed
         self.routed += 1
         self.largest = max(self.largest, n)
-        if position == 0 and self.settings.start_on:
-            self.on = not self._too_few()  # ranks agree: a rank selecting alone would wait on its collectives
         if position == self.trial_start:
             few = self._too_few()
             if few:
@@ -229,10 +227,10 @@ class AutoController:
         sums = [values[SUMS * j : SUMS * (j + 1)] for j in range(windows)]
         total, squares, count, steps = (sum(row[i] for row in sums) for i in range(2, SUMS))
         tail = values[SUMS * windows :]
-        if tail[0] < world or any(row[1] <= 0 for row in sums) or steps <= 0:
-            self.on = False  # as the reason says (start_on, or a win measured before): when in doubt, whole batches
-            self._record(step, "whole batches: a trial window measured nothing or nothing was timed yet; next "
-                               f"trial in {self.every} batches")  # fmt: skip
+        if tail[0] < world or any(row[1] <= 0 for row in sums) or steps <= 0:  # no verdict: the last one stands
+            standing = f"selection stays at keep {self.keep:g}" if self.on else "whole batches"
+            self._record(step, f"{standing}: a trial window measured nothing or nothing was timed yet; next trial in "
+                               f"{self.every} batches")  # fmt: skip
             return
         costs = CostTable(*(v / world for v in tail[1:]))
         self.tau = tau_from_sums(total, squares, count)
@@ -244,7 +242,7 @@ class AutoController:
         per_batch = [costs.train(batch)] + [
             costs.score(batch) + costs.train(keep_count(k, batch)) + costs.overhead for k in keeps
         ]
-        incumbent = keeps.index(self.keep) + 1 if self.on and self.streak else 0  # start_on: the entry bar first
+        incumbent = keeps.index(self.keep) + 1 if self.on else 0
         result = verdict(fit_progress(levels, self.order, len(keeps), middle), per_batch, keeps, z=settings.z,
                          margin=settings.margin, incumbent=incumbent)  # fmt: skip
         gap = self._settle_on(result.arm > 0)

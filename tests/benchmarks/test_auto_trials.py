@@ -76,7 +76,6 @@ def test_ablation_arms_and_their_settings():
         ("auto-topk-once", 256, "topk", "auto", (("every", ONCE),), False),
         ("topk-0.25-after-trial", 256, "topk", 0.25, (), True),
         ("topk-0.25-until-verdict", 256, "topk", 0.25, (), False),
-        ("auto-topk-start-on", 256, "topk", "auto", (("start_on", True),), False),
         ("small-64", 64, None, 1.0, (), False),
     ]
 

@@ -223,57 +223,27 @@ def test_a_share_that_keeps_fewer_than_min_kept_samples_is_not_trialled_and_says
     assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_on
 
 
-def start_on_sizes(keep: float = 0.25) -> list[int]:
-    """:func:`trial_sizes` with ``start_on``: the warm-up and the wait for the decision select."""
-    kept = keep_count(keep, B)
-    return [kept] * 2 + trial_sizes(keep)[2:-6] + [kept] * 6
+@pytest.mark.parametrize("measured_win_first", [False, True], ids=["off", "on"])
+def test_a_trial_that_measures_nothing_leaves_the_last_verdict_standing_and_says_so(measured_win_first):
+    """From batch ``nan_from`` every loss is NaN (kept by ``nan_policy="keep"``): a trial then has no finite quality
+    to measure, and decides nothing. Selection that a first trial measured as a win stays on (as the exit test keeps
+    it through a noisy trial); training that never measured a win stays on whole batches."""
+    model, nan_from = Planted(), 60 if measured_win_first else 0
+    seen = 0
 
+    def loss(outputs: torch.Tensor, targets: torch.Tensor, reduction: str = "none") -> torch.Tensor:
+        return outputs * (math.nan if seen >= nan_from else 1.0)
 
-def test_start_on_selects_from_the_first_batch_and_keeps_a_measured_win():
-    sb, sizes = run(plain=0.01, selected=0.01, start_on=True)
-    assert sizes[:DECISION] == start_on_sizes() and sizes[DECISION:] == [keep_count(0.25, B)] * (64 - DECISION)
-    stats = sb.stats
-    assert stats.auto_on and stats.auto_trials == 1 and stats.auto_on_share == pytest.approx(16 / 64)
-    assert stats.auto_reason.startswith("trial 1: select at keep 0.25: measured keep 0.25: 1.71x")
-
-
-@pytest.mark.parametrize(
-    ("selected", "measured"),
-    [(-0.01, "-1.71x"), (0.0103 / PER_SECOND, "1.03x")],  # flipped labels; a win too small for the entry bar
-    ids=["flipped", "below-the-entry-bar"],
-)
-def test_start_on_turns_off_unless_the_first_trial_clears_the_entry_bar(selected, measured):
-    """Starting on is a prior, not evidence: the first verdict takes the entry bar (1.05x by 1 se), not the exit
-    test, so a measured 1.03x (which the exit test would keep) turns selection off, said once at the user's line."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        sb, sizes = run(plain=0.01, selected=selected, start_on=True)
-    assert sizes[:DECISION] == start_on_sizes() and sizes[DECISION:] == [B] * (64 - DECISION)
-    stats = sb.stats
-    assert not stats.auto_on and stats.auto_on_share == pytest.approx(8 / 64)
-    assert stats.auto_reason.startswith(f"trial 1: whole batches: measured keep 0.25: {measured}")
-    assert [w.filename for w in caught if "keep='auto'" in str(w.message)] == [__file__]
-
-
-def test_a_trial_that_measures_nothing_ends_in_whole_batches_even_when_started_on():
-    """Every loss is NaN (kept by ``nan_policy="keep"``): no window has a finite quality to measure."""
-    model = Planted()
-    sb = SBLoader(batches(64), model, lambda out, y, reduction="none": out * math.nan,
-                  keep=settings(start_on=True), nan_policy="keep")  # fmt: skip
-    sizes = [out[0].shape[0] for out in sb]
-    assert sizes[:DECISION] == start_on_sizes() and sizes[DECISION:] == [B] * (64 - DECISION)
-    assert not sb.stats.auto_on and sb.stats.auto_reason.startswith("trial 1: whole batches: a trial window measured")
-
-
-def test_start_on_does_not_select_below_min_kept():
-    sb, sizes = run(plain=0.01, selected=0.01, start_on=True, min_kept=5)  # keep 0.25 of 16 keeps 4
-    assert sizes == [B] * 64 and not sb.stats.auto_on and sb.stats.auto_trials == 0
-
-
-def test_start_on_is_part_of_the_saved_options():
-    assert "start_on=True" in settings(start_on=True).describe()
-    with pytest.raises(TypeError, match=r"Auto.start_on must be a bool, got 1: pass start_on=True or False"):
-        settings(start_on=1)
+    sb = SBLoader(batches(200), model, loss, keep=settings(every=20), nan_policy="keep")
+    for seen, out in enumerate(sb):  # noqa: B007 (read by loss)
+        with torch.no_grad():
+            model.theta += 0.01
+    decisions = [(int(step), on) for step, on, *_ in sb.stats.auto_decisions]
+    standing = "selection stays at keep 0.25" if measured_win_first else "whole batches"
+    assert sb.stats.auto_on is measured_win_first and decisions[-1][1] == float(measured_win_first)
+    assert sb.stats.auto_reason.startswith(f"trial {sb.stats.auto_trials}: {standing}: a trial window measured")
+    if measured_win_first:
+        assert decisions[0] == (DECISION, 1.0) and sb.stats.auto_trials >= 2
 
 
 def test_a_noisy_trial_that_cannot_tell_stays_plain():
@@ -527,26 +497,21 @@ def test_ranks_decide_alike():
     assert first["history"][0][1] == 0.0 and first["history"][0][4] == pytest.approx(0.5 * PER_SECOND, rel=1e-4)
 
 
-def skip_on_rank(rank: int, start_on: bool = False) -> dict[str, Any]:
+def skip_on_rank(rank: int) -> dict[str, Any]:
     """On one of 2 gloo ranks: rank 1's batches hold 8 samples (keep 0.25 keeps 2, fewer than min_kept=3), rank 0's
-    16 (4 kept): neither rank trials (and with ``start_on`` neither starts on)."""
+    16 (4 kept): neither rank trials."""
     model = Planted()
     count = B if rank == 0 else 8
     data = [oracle_batch(range(i * count, (i + 1) * count)) for i in range(64)]
-    sb = SBLoader(data, model, planted_loss, keep=settings(min_kept=3, start_on=start_on))
+    sb = SBLoader(data, model, planted_loss, keep=settings(min_kept=3))
     sizes = train(sb, model, 0.01, 0.01)
     return {"sizes": sizes, "history": sb.stats.auto_decisions, "reason": sb.stats.auto_reason}
 
 
-def skip_started_on(rank: int) -> dict[str, Any]:
-    return skip_on_rank(rank, start_on=True)
-
-
 @pytest.mark.multiprocess
 @pytest.mark.slow
-@pytest.mark.parametrize("on_rank", [skip_on_rank, skip_started_on], ids=["plain-first", "start-on"])
-def test_ranks_skip_a_trial_alike_when_one_keeps_too_few(on_rank):
-    first, second = launch_ranks(on_rank, world=2, timeout=120)  # 120 s: a hang guard only
+def test_ranks_skip_a_trial_alike_when_one_keeps_too_few():
+    first, second = launch_ranks(skip_on_rank, world=2, timeout=120)  # 120 s: a hang guard only
     assert first["sizes"] == [B] * 64 and second["sizes"] == [8] * 64  # whole batches on both
     assert [d[:3] for d in first["history"]] == [d[:3] for d in second["history"]] == [(2.0, 0.0, 0.25)]
     what = "whole batches, no trial: keep 0.25 keeps fewer than min_kept=3 samples per batch on 1 of 2 ranks"
