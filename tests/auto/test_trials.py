@@ -85,7 +85,7 @@ def test_verdict_picks_the_arm_with_the_strongest_evidence_and_needs_z_errors():
 def test_verdict_without_plain_progress_compares_seconds_only_by_the_contrast():
     result = verdict(exact([0.0, 0.01]), [3.0, 1.75], [0.25])
     assert result.arm == 1 and math.isnan(result.speedups[0])
-    assert "no plain progress to compare" in result.reason
+    assert "no ratio (plain's progress is within 2 se of 0)" in result.reason
     assert verdict(exact([0.0, 0.0]), [3.0, 1.75], [0.25]).arm == 0  # nothing moves: plain
 
 
@@ -108,3 +108,15 @@ def test_the_incumbent_stays_unless_it_measures_below_plain_by_z_errors():
     assert verdict(nan, costs, [0.25], incumbent=1).arm == 1 and verdict(nan, costs, [0.25]).arm == 0
     with pytest.raises(ValueError, match="incumbent must be an arm index in 0..1, got 2"):
         verdict(fit, costs, [0.25], incumbent=2)
+
+
+def test_a_speedup_ratio_needs_plain_progress_above_two_standard_errors():
+    """Plain +0.01 per window with a standard error of 0.006 is within 2 se of zero: no ratio, though the contrast
+    (0.02 * 12/7 - 1.05 * 0.01 = 0.0238 against an se of sqrt((12/7)^2 0.001^2 + 1.05^2 0.006^2) = 0.00653: 3.6
+    se) still turns selection on; with an se of 0.004 the ratio is 0.02 / 0.01 * 12/7 = 3.43x."""
+    wide = Progress((0.01, 0.02), ((0.006**2, 0.0), (0.0, 0.001**2)))
+    result = verdict(wide, [3.0, 1.75], [0.25])
+    assert result.arm == 1 and math.isnan(result.speedups[0]) and result.contrasts == pytest.approx((3.64,), abs=0.01)
+    assert result.reason.startswith("select at keep 0.25: measured keep 0.25: no ratio (plain's progress is within 2")
+    narrow = Progress((0.01, 0.02), ((0.004**2, 0.0), (0.0, 0.001**2)))
+    assert verdict(narrow, [3.0, 1.75], [0.25]).speedups == pytest.approx((2 * 12 / 7,))

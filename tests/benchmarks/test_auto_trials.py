@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.auto.arms import ONCE, ablation_arms, plain_before_verdict
-from benchmarks.auto.trials_table import main, summarize, targets
+from benchmarks.auto.trials_table import main, summarize, targets, trial_check_lines
 from benchmarks.harness._sb import Auto, CostTable, SBLoader
 
 
@@ -41,6 +41,16 @@ def test_capture_target_reads_the_ratio_to_top_k():
     assert said.startswith("mlp100k: auto-topk-long captures top-k's win: **missed**") and "ratio 0.63" in said
     suite = summarize(_suite(0.90, (0.95, 5.0), (0.95, 5.5), "auto-topk"))
     assert "**met**" in targets("cnn100k", suite)[0]
+
+
+def test_the_trials_estimate_is_printed_beside_the_fixed_arms_whole_run():
+    """The planted auto runs' first decision measured 1.5x; top-k (final 0.95 over 5 s, the user's 0.90 at 10 s)
+    gets to the user's accuracy at 4.44 s: 2.25x on seed 1, whose user run ends at exactly 0.90."""
+    lines = trial_check_lines({"suites": {"mlp100k": summarize(_suite(0.90, (0.95, 5.0), (0.95, 8.0), "auto-topk"))}})
+    (row,) = [line for line in lines if line.startswith("| mlp100k |")]
+    cells = row.split("|")[2].split(";")
+    assert [c.strip().split(" / ")[0] for c in cells] == ["0: 1.50x", "1: 1.50x", "2: 1.50x"]
+    assert cells[1].strip() == "1: 1.50x / 2.25x"
 
 
 @pytest.mark.parametrize("name", ["noisy100k", "noisy30-100k"])
