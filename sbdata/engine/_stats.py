@@ -38,7 +38,8 @@ class SBStats:
         auto_score_share: the scoring pass's share of an SB step's seconds at the chosen share (nan before a
             decision).
         auto_speedup: the last trial's measured speed-up (progress per second against whole batches) of the
-            chosen share, or of the best one while off (nan before a decision).
+            chosen share, or of the best one while off (nan before a decision, and where whole batches' own
+            progress was within 2 standard errors of zero: no ratio, the verdict read the difference alone).
         auto_decisions: ``(step, on, keep, tau, speedup)`` at each of the last decisions (bounded).
         auto_reason: the last decision, in numbers: what each share measured, and the variance model's prediction.
         auto_trials: trials completed.
@@ -82,7 +83,7 @@ class SBStats:
         if not math.isnan(self.auto_on_share):
             shown["auto"] = f"on {self.auto_keep:.2f}" if self.auto_on else "off"
             shown["tau"] = f"{self.auto_tau:.2f}"
-            shown["x"] = f"{self.auto_speedup:.2f}"
+            shown["x"] = "n/a" if math.isnan(self.auto_speedup) else f"{self.auto_speedup:.2f}"
         return shown
 
     def as_dict(self) -> dict[str, Any]:

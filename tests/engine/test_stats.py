@@ -1,4 +1,5 @@
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -27,6 +28,15 @@ def test_record_selection_and_state_round_trip():
     assert other.snapshot() == snap
     assert snap.as_dict()["backprop_fraction"] == 0.5
     assert snap.postfix() == {"bp": "0.50", "kept_loss": "3.500", "dropped_loss": "1.500"}
+
+
+def test_postfix_shows_auto_and_no_ratio_as_n_a():
+    tracker = StatsTracker()
+    stats = tracker.snapshot()
+    on = {"auto_on_share": 0.5, "auto_on": True, "auto_keep": 0.25, "auto_tau": 1.5}
+    assert replace(stats, **on, auto_speedup=1.6).postfix()["x"] == "1.60"
+    shown = replace(stats, **on, auto_speedup=math.nan).postfix()
+    assert (shown["auto"], shown["tau"], shown["x"]) == ("on 0.25", "1.50", "n/a")
 
 
 def test_non_finite_losses_are_left_out_of_the_means():
