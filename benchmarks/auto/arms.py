@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +21,7 @@ from benchmarks.harness.data import ShuffledBatches
 from benchmarks.harness.models import MODELS, RECIPES
 
 DECISIONS_KEPT = 100_000  # decisions kept by the auto arms: the whole run, for the decisions plot
+ONCE = 10**12  # Auto(every=ONCE): the first trial's verdict holds to the end of any run
 
 
 def _inputs_targets(batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,11 +57,11 @@ class SelectArm(OwnRecipe):
         weighted: train on the importance-weighted mean (``return_weights=True``).
         auto: ``keep="auto"`` only: ``Auto`` settings other than the defaults, as ``(name, value)`` pairs (the
             ablations); empty: every setting default.
-        plain_first: a fixed ``keep`` only: train whole batches for as many loader batches as ``keep="auto"`` with
-            its defaults trains plain before its first verdict on this loader (:func:`plain_before_verdict`), then
-            select as ``policy`` and ``keep`` say (what measuring first costs, without the trial's switches).
-        select_first: a fixed ``keep`` only: the mirror image, selection for those loader batches, then whole
-            batches to the end (what selecting until a first verdict costs where selection loses).
+        before_verdict: a fixed ``keep`` only: what trains for as many loader batches as ``keep="auto"`` with its
+            defaults trains plain before its first verdict on this loader (:func:`plain_before_verdict`): ``"plain"``
+            whole batches, then selection as ``policy`` and ``keep`` say (what measuring first costs, without the
+            trial's switches); ``"select"`` the mirror image, selection, then whole batches to the end (what
+            selecting until a first verdict costs where selection loses); None: selection all along.
     """
 
     name: str
@@ -71,8 +72,7 @@ class SelectArm(OwnRecipe):
     score: str = "loss"
     weighted: bool = False
     auto: tuple[tuple[str, Any], ...] = ()
-    plain_first: bool = False
-    select_first: bool = False
+    before_verdict: Literal["plain", "select"] | None = None
 
     def build(self, model, split, *, family: str, batch: int, epochs: int, seed: int) -> tuple[Any, Probe]:
         source = ShuffledBatches(split.fields(), self.batch, seed)
@@ -82,10 +82,10 @@ class SelectArm(OwnRecipe):
         if self.keep == "auto":
             keep = Auto(decisions_kept=DECISIONS_KEPT, **dict(self.auto))
         schedule = None
-        if self.plain_first or self.select_first:
+        if self.before_verdict is not None:
             total = epochs * len(source)
             edge = min(1.0, plain_before_verdict(len(source)) / total)  # a short run: one arm to the end
-            start, end = (edge, 1.0) if self.plain_first else (0.0, edge)
+            start, end = (edge, 1.0) if self.before_verdict == "plain" else (0.0, edge)
             schedule = Schedule(start=start, end=end, interrupt=0, total_steps=total)
         loader = SBLoader(
             source, model, F.cross_entropy, keep=keep, policy=self.policy, score=self.score,
@@ -153,13 +153,11 @@ def ablation_arms(user: dict[str, Any]) -> list[SelectArm]:
         SelectArm("auto-topk-long", b, lr, policy="topk", keep="auto", auto=(("window", 64), ("settle", 64))),
         SelectArm("auto-topk-long-window", b, lr, policy="topk", keep="auto", auto=(("window", 64), ("settle", 16))),
         SelectArm("auto-topk-once", b, lr, policy="topk", keep="auto", auto=(("every", ONCE),)),
-        SelectArm("topk-0.25-after-trial", b, lr, policy="topk", keep=0.25, plain_first=True),
-        SelectArm("topk-0.25-until-verdict", b, lr, policy="topk", keep=0.25, select_first=True),
+        SelectArm("topk-0.25-after-trial", b, lr, policy="topk", keep=0.25, before_verdict="plain"),
+        SelectArm("topk-0.25-until-verdict", b, lr, policy="topk", keep=0.25, before_verdict="select"),
         SelectArm(f"small-{math.ceil(0.25 * b)}", math.ceil(0.25 * b), lr),
     ]
 
-
-ONCE = 10**12  # Auto(every=ONCE): the first trial's verdict holds to the end of any run
 
 BLOCK, ROUNDS, WARMUP = 32, 41, 2
 

@@ -1,12 +1,13 @@
 """Tables of the ``keep="auto"`` trials measurement (MNIST-1D suites: user, topk-0.25, random-0.25, auto-topk; and
-the ablation arms ``small-64``, ``topk-0.25-after-trial``, ``auto-topk-once`` where a record has them).
+the controls and ablations of ``MEASURE_FIRST_ARMS`` where a record has them).
 
 Regenerate (from the repository root): ``python -m benchmarks.auto.trials_table [--results DIR] [--prefix P]``
 (defaults ``benchmarks/results/auto`` and ``trials``; the second defaults' record: ``--prefix settle48``). Reads
 ``<results>/<P>-<suite>/runs.jsonl`` (the MNIST-1D suites and ``lm``, the runs' folders as ``python -m benchmarks
 auto run|lm ... --out OUT`` leaves them as ``OUT/<suite>``, moved into the one results layout) and the ``meta`` of
 ``<results>/<P>/summary.json`` (the commands, date, load averages and the written reading, kept on a rerun; its
-``auto``, where given, the ``Auto`` settings the record was made with, for the plot), writes ``<results>/<P>/table.md``,
+``auto``, where given, the ``Auto`` settings the record was made with, for the plot, ``settle_is_window`` for the
+first defaults' sizing), writes ``<results>/<P>/table.md``,
 ``summary.json`` and ``decisions.png``.
 
 Per seed: final accuracy, thread CPU seconds, seconds to the same seed's user final accuracy (first crossing of the
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -226,8 +228,9 @@ def trial_check_lines(summary: dict[str, Any]) -> list[str]:
     return [
         "## The trial's estimate against the whole run",
         "",
-        "Per seed: the first trial's measured speed-up of keep 0.25 (progress per second against whole batches over "
-        "the trial's windows; n/a: no ratio) / top-k 0.25's speed-up over its whole run (the user's seconds to the "
+        "Per seed: the first trial's measured speed-up (of the share it chose, or of the best one while off: keep 0.25 "
+        "alone since the second defaults; progress per second against whole batches over the trial's windows; n/a: "
+        "no ratio) / top-k 0.25's speed-up over its whole run (the user's seconds to the "
         "user's accuracy over top-k's). The trial measures a rate over its windows, the whole run a time to an "
         "accuracy: the same sign and side of 1 is what the verdict needs; the size is not comparable where plain's "
         "rate per window is near zero (the evals32 record and those before it print that ratio anyway; the trials "
@@ -339,10 +342,17 @@ def lm_lines(lm: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def plot_trials(runs_by_suite: dict[str, list[dict[str, Any]]], out: Path, settings: Auto | None = None) -> Path | None:
+def plot_trials(
+    runs_by_suite: dict[str, list[dict[str, Any]]],
+    out: Path,
+    settings: Auto | None = None,
+    settle_is_window: bool = False,
+) -> Path | None:
     """One panel per suite: per seed, a band over the run's loader batches, grey where a trial ran, green where
     selection was on, and each decision's measured speed-up (the chosen share, or the best one while off).
-    ``settings``: the ``Auto()`` the runs were made with (default: this commit's), sized per run."""
+    ``settings``: the ``Auto()`` the runs were made with (default: this commit's), sized per run;
+    ``settle_is_window``: the sizing of the first defaults (the ``trials`` record), whose settling part was sized as
+    the window."""
     settings = Auto() if settings is None else settings
     if importlib.util.find_spec("matplotlib") is None:
         return None
@@ -363,6 +373,8 @@ def plot_trials(runs_by_suite: dict[str, list[dict[str, Any]]], out: Path, setti
             steps = run["steps"]
             epoch = max(1, round(steps / max(run.get("epochs_read") or run.get("epochs") or 1, 1e-9)))
             sized = settings.sized(epoch)
+            if settle_is_window:
+                sized = replace(sized, settle=sized.window)
             assert sized.window is not None and sized.settle is not None
             span, trial = sized.window + sized.settle, sized.trial_batches
             history = run["auto"]["history"]
@@ -399,7 +411,7 @@ def main(argv: list[str] | None = None) -> None:
     summary: dict[str, Any] = {"suites": {n: summarize(r) for n, r in suites.items() if r}}
     summary["evals"] = "/".join(str(n) for n in sorted({len(r["curve"]) for runs in suites.values() for r in runs}))
     summary["targets"] = [
-        t for n, suite in summary["suites"].items() for arm in AUTO_ARMS for t in targets(n, suite, arm)
+        t for n, suite in summary["suites"].items() for arm in ALL_AUTO for t in targets(n, suite, arm)
     ]
     long = {name: read_jsonl(args.results / f"{prefix}-long-{name}" / "runs.jsonl") for name in LONG_SUITES}
     summary["long"] = {name: summarize(runs) for name, runs in long.items() if runs}
@@ -407,7 +419,8 @@ def main(argv: list[str] | None = None) -> None:
         t for n, suite in summary["long"].items() for arm in LONG_ARMS for t in targets(n, suite, arm)
     ]
     lm_path = args.results / f"{prefix}-lm" / "runs.jsonl"
-    summary["lm"] = lm_summary(read_jsonl(lm_path)) if lm_path.exists() else {}
+    lm_runs = read_jsonl(lm_path)  # none where the record has no LM runs
+    summary["lm"] = lm_summary(lm_runs) if lm_path.exists() else {}
     out = args.results / prefix
     out.mkdir(parents=True, exist_ok=True)
     previous = out / "summary.json"
@@ -416,11 +429,11 @@ def main(argv: list[str] | None = None) -> None:
     text = table(summary, meta)
     if summary["lm"]:
         text = text.rstrip() + "\n\n" + "\n".join(lm_lines(summary["lm"]))
-    lm_runs = read_jsonl(lm_path) if lm_path.exists() else []
     default = {name: [r for r in runs if r["arm"] == "auto-topk"] for name, runs in suites.items()}
-    made_with = meta.get("auto")  # the defaults the record was made with, where they are not this commit's
-    settings = None if made_with is None else Auto(**{**made_with, "keeps": tuple(made_with["keeps"])})
-    plot = plot_trials({**default, "lm": [r for r in lm_runs if r["arm"] == "auto"]}, out, settings)
+    made_with = dict(meta.get("auto") or {})  # the defaults the record was made with, where they are not this commit's
+    settle_is_window = bool(made_with.pop("settle_is_window", False))
+    settings = Auto(**{**made_with, "keeps": tuple(made_with["keeps"])}) if made_with else None
+    plot = plot_trials({**default, "lm": [r for r in lm_runs if r["arm"] == "auto"]}, out, settings, settle_is_window)
     if plot is not None:
         text = text.rstrip() + f"\n\nDecisions over training: [{plot.name}]({plot.name}).\n"
     previous.write_text(json.dumps(summary, indent=1))

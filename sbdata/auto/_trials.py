@@ -168,13 +168,13 @@ def verdict(
     speedups: list[float] = []
     contrasts: list[float] = []
     holds: list[float] = []
+    known = p0 > 0 and p0 > RATIO_ERRORS * progress.se(0)  # a ratio to plain's rate; a NaN error (no dof): False
     for arm in range(1, arms + 1):
         scale = costs[0] / costs[arm]
         rate = progress.rates[arm] * scale
         for m, into in ((1 + margin, contrasts), (1.0, holds)):
             var = scale * scale * cov[arm][arm] + m * m * cov[0][0] - 2 * scale * m * cov[0][arm]
             into.append(_in_errors(rate - m * p0, var))
-        known = p0 > 0 and p0 > RATIO_ERRORS * progress.se(0)  # a NaN error (no degree of freedom): False
         speedups.append(progress.rates[arm] / p0 * scale if known else math.nan)
     measured = ", ".join(
         f"keep {k:g}: {_speed(s)} ({c:+.1f} se)" for k, s, c in zip(keeps, speedups, contrasts, strict=True)

@@ -78,15 +78,27 @@ def test_table_reads_the_ablation_folders(tmp_path):
     assert "## Ablation: longer trial windows" in (tmp_path / "trials" / "table.md").read_text()
 
 
+def test_an_ablation_arm_in_the_main_folder_keeps_its_targets(tmp_path):
+    """``trials-noisy30-100k`` holds the long-window arms beside the default: each gets its targets in the table."""
+    runs = _suite(0.90, (0.80, 5.0), (0.9005, 9.0), "auto-topk") + _suite(
+        0.90, (0.80, 5.0), (0.897, 9.0), "auto-topk-long"
+    )
+    (tmp_path / "trials-noisy30-100k").mkdir()
+    (tmp_path / "trials-noisy30-100k" / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs))
+    main(["--results", str(tmp_path)])
+    said = json.loads((tmp_path / "trials" / "summary.json").read_text())["targets"]
+    assert [t.split("'s")[0] for t in said] == ["noisy30-100k: auto-topk"] * 2 + ["noisy30-100k: auto-topk-long"] * 2
+
+
 def test_ablation_arms_and_their_settings():
     arms = ablation_arms({"batch": 256, "lr": 2e-3})
-    assert [(a.name, a.batch, a.policy, a.keep, a.auto, a.plain_first) for a in arms] == [
-        ("auto-topk-long", 256, "topk", "auto", (("window", 64), ("settle", 64)), False),
-        ("auto-topk-long-window", 256, "topk", "auto", (("window", 64), ("settle", 16)), False),
-        ("auto-topk-once", 256, "topk", "auto", (("every", ONCE),), False),
-        ("topk-0.25-after-trial", 256, "topk", 0.25, (), True),
-        ("topk-0.25-until-verdict", 256, "topk", 0.25, (), False),
-        ("small-64", 64, None, 1.0, (), False),
+    assert [(a.name, a.batch, a.policy, a.keep, a.auto, a.before_verdict) for a in arms] == [
+        ("auto-topk-long", 256, "topk", "auto", (("window", 64), ("settle", 64)), None),
+        ("auto-topk-long-window", 256, "topk", "auto", (("window", 64), ("settle", 16)), None),
+        ("auto-topk-once", 256, "topk", "auto", (("every", ONCE),), None),
+        ("topk-0.25-after-trial", 256, "topk", 0.25, (), "plain"),
+        ("topk-0.25-until-verdict", 256, "topk", 0.25, (), "select"),
+        ("small-64", 64, None, 1.0, (), None),
     ]
 
 
