@@ -45,7 +45,9 @@ def reach(run: dict[str, Any], target: float, axis: str) -> float | None:
     points = curve(run, axis)
     for (x0, y0), (x1, y1) in itertools.pairwise(points):
         if y1 <= target:
-            return x1 if y0 == y1 else x0 + (x1 - x0) * (y0 - target) / (y0 - y1)
+            if y1 == target or y0 == y1:  # exact: the interpolation below can round a hit on x1 to x1 - 1 ulp
+                return x1
+            return x0 + (x1 - x0) * (y0 - target) / (y0 - y1)
     return None
 
 

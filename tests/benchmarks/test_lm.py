@@ -100,6 +100,8 @@ def test_interpolation_gap_and_reach_known_answers():
     assert gap(slow, fast, "fe") == pytest.approx(3.4 - 2.0)  # both read at fe=8, the smaller final
     assert reach(fast, 3.0, "fe") == pytest.approx(16 / 3)  # 5 -> 2 over 8: 3.0 at 2/3 of the way
     assert reach(slow, 2.5, "fe") is None
+    # a curve that ends exactly on the target reaches it at its last point, not one ulp before (0.2 + 0.7 != 0.9)
+    assert reach(curve((2, 5.0), (9, 3.0)), 3.0, "seconds") == 0.9
 
 
 def test_tuning_grid_widens_only_past_the_edge_holding_the_best():
