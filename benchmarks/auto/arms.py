@@ -62,6 +62,9 @@ class SelectArm(OwnRecipe):
             whole batches, then selection as ``policy`` and ``keep`` say (what measuring first costs, without the
             trial's switches); ``"select"`` the mirror image, selection, then whole batches to the end (what
             selecting until a first verdict costs where selection loses); None: selection all along.
+        first: with ``before_verdict``, the loader batches that phase lasts instead of :func:`plain_before_verdict`,
+            an int >= 1 (the ``topk-0.25-after-<n>`` arms: how the bound on measuring first moves with the batch of
+            the first verdict); None: as many as ``keep="auto"``'s defaults.
     """
 
     name: str
@@ -73,6 +76,7 @@ class SelectArm(OwnRecipe):
     weighted: bool = False
     auto: tuple[tuple[str, Any], ...] = ()
     before_verdict: Literal["plain", "select"] | None = None
+    first: int | None = None
 
     def build(self, model, split, *, family: str, batch: int, epochs: int, seed: int) -> tuple[Any, Probe]:
         source = ShuffledBatches(split.fields(), self.batch, seed)
@@ -84,7 +88,8 @@ class SelectArm(OwnRecipe):
         schedule = None
         if self.before_verdict is not None:
             total = epochs * len(source)
-            edge = min(1.0, plain_before_verdict(len(source)) / total)  # a short run: one arm to the end
+            first = plain_before_verdict(len(source)) if self.first is None else self.first
+            edge = min(1.0, first / total)  # a short run: one arm to the end
             start, end = (edge, 1.0) if self.before_verdict == "plain" else (0.0, edge)
             schedule = Schedule(start=start, end=end, interrupt=0, total_steps=total)
         loader = SBLoader(
@@ -132,6 +137,9 @@ def plain_before_verdict(epoch: int) -> int:
     return sized.warmup + plain_windows * span + span
 
 
+FIRST_VERDICTS = (64, 128, 192, 256)  # loader batches of whole batches before top-k (the topk-0.25-after-<n> arms)
+
+
 def ablation_arms(user: dict[str, Any]) -> list[SelectArm]:
     """Arms run only when named in ``--arms``.
 
@@ -145,6 +153,9 @@ def ablation_arms(user: dict[str, Any]) -> list[SelectArm]:
       mirror: top-k for those batches, then whole batches (what a design that selects until its first verdict
       would cost where selection loses). (``auto-topk-start-on`` of the ``evals32`` record ran ``Auto(start_on=True)``,
       an option of 61e5216 removed after that record: ``benchmarks/auto/README.md``.)
+    - Where the first verdict would have to fall: ``topk-0.25-after-<n>`` for ``n`` in :data:`FIRST_VERDICTS`, whole
+      batches for ``n`` loader batches, then top-k at keep 0.25 to the end (``topk-0.25-after-trial`` at other
+      first-verdict points: the bound on any measure-plain-first design whose first verdict lands at batch ``n``).
     - The small-batch control ``small-64``: the user's recipe at batch ``ceil(0.25 B)`` (64), its LR unchanged, on
       every sample (why a win at keep 0.25 wins: a smaller batch alone, or the choice of samples).
     """
@@ -155,6 +166,10 @@ def ablation_arms(user: dict[str, Any]) -> list[SelectArm]:
         SelectArm("auto-topk-once", b, lr, policy="topk", keep="auto", auto=(("every", ONCE),)),
         SelectArm("topk-0.25-after-trial", b, lr, policy="topk", keep=0.25, before_verdict="plain"),
         SelectArm("topk-0.25-until-verdict", b, lr, policy="topk", keep=0.25, before_verdict="select"),
+        *(
+            SelectArm(f"topk-0.25-after-{n}", b, lr, policy="topk", keep=0.25, before_verdict="plain", first=n)
+            for n in FIRST_VERDICTS
+        ),
         SelectArm(f"small-{math.ceil(0.25 * b)}", math.ceil(0.25 * b), lr),
     ]
 

@@ -9,15 +9,20 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchmarks.auto.arms import ONCE, ablation_arms, plain_before_verdict
-from benchmarks.auto.trials_table import main, summarize, targets, trial_check_lines
+from benchmarks.auto.arms import ONCE, SelectArm, ablation_arms, plain_before_verdict
+from benchmarks.auto.trials_table import first_verdict_lines, main, summarize, targets, trial_check_lines
 from benchmarks.harness._sb import Auto, CostTable, SBLoader
 
 
-def _run(arm: str, seed: int, final: float, seconds: float, auto: bool = False) -> dict:
-    """A run whose test curve rises linearly from 0.5 to ``final`` over ``seconds`` (8 evaluations)."""
+def _run(arm: str, seed: int, final: float, seconds: float, auto: bool = False, fe: float | None = None) -> dict:
+    """A run whose test curve rises linearly from 0.5 to ``final`` over ``seconds`` (8 evaluations), and over ``fe``
+    forward-equivalents where given."""
     curve = [{"seconds": seconds * i / 8, "accuracy": 0.5 + (final - 0.5) * i / 8} for i in range(1, 9)]
+    if fe is not None:
+        curve = [{**point, "fe": fe * i / 8} for i, point in enumerate(curve, 1)]
     record = {"arm": arm, "seed": seed, "accuracy": final, "seconds": seconds, "curve": curve, "steps": 800}
+    if fe is not None:
+        record["fe"] = fe
     if auto:
         record["auto"] = {"on_share": 0.5, "trials": 1, "trial_share": 0.25, "history": [[400.0, 1.0, 0.25, 2.0,
                           1.5]], "reason": "trial 1: select at keep 0.25"}  # fmt: skip
@@ -51,6 +56,26 @@ def test_the_trials_estimate_is_printed_beside_the_fixed_arms_whole_run():
     cells = row.split("|")[2].split(";")
     assert [c.strip().split(" / ")[0] for c in cells] == ["0: 1.50x", "1: 1.50x", "2: 1.50x"]
     assert cells[1].strip() == "1: 1.50x / 2.25x"
+
+
+def test_where_the_first_verdict_would_have_to_fall_reads_seconds_and_forward_equivalents():
+    """The user reaches its 0.90 at 10 s and 1,000 FE; top-k (0.95 over 5 s and 400 FE) at 8/9 of its curve: 2.25x in
+    seconds, 2.81x in FE; after 64 whole batches (0.95 over 7.5 s and 500 FE): 1.50x (0.67 of top-k's), 2.25x in FE
+    (0.80 of top-k's). Arms the record lacks have no row; a record without FE leaves those cells empty."""
+    runs = []
+    for seed, wobble in enumerate((-0.001, 0.0, 0.001)):
+        runs += [_run("user", seed, 0.90 + wobble, 10.0, fe=1000.0), _run("topk-0.25", seed, 0.95 + wobble, 5.0,
+                 fe=400.0), _run("topk-0.25-after-64", seed, 0.95 + wobble, 7.5, fe=500.0)]  # fmt: skip
+    lines = first_verdict_lines({"suites": {"mlp100k": summarize(runs)}})
+    rows = [[c.strip() for c in line.split("|")[2:-1]] for line in lines if line.startswith("| mlp100k |")]
+    assert rows == [
+        ["topk-0.25", "0", "95.00%", "2.25x", "1.00", "2.81x", "1.00"],
+        ["topk-0.25-after-64", "64", "95.00%", "1.50x", "0.67", "2.25x", "0.80"],
+    ]
+    assert first_verdict_lines({"suites": {"mlp100k": summarize(_suite(0.9, (0.95, 5.0), (0.9, 9.0), "x"))}}) == []
+    no_fe = [{**r, "curve": [{k: v for k, v in p.items() if k != "fe"} for p in r["curve"]]} for r in runs]
+    (row,) = [line for line in first_verdict_lines({"suites": {"m": summarize(no_fe)}}) if "after-64" in line]
+    assert row.endswith("| 1.50x | 0.67 | n/a |  |")
 
 
 @pytest.mark.parametrize("name", ["noisy100k", "noisy30-100k"])
@@ -92,14 +117,35 @@ def test_an_ablation_arm_in_the_main_folder_keeps_its_targets(tmp_path):
 
 def test_ablation_arms_and_their_settings():
     arms = ablation_arms({"batch": 256, "lr": 2e-3})
-    assert [(a.name, a.batch, a.policy, a.keep, a.auto, a.before_verdict) for a in arms] == [
-        ("auto-topk-long", 256, "topk", "auto", (("window", 64), ("settle", 64)), None),
-        ("auto-topk-long-window", 256, "topk", "auto", (("window", 64), ("settle", 16)), None),
-        ("auto-topk-once", 256, "topk", "auto", (("every", ONCE),), None),
-        ("topk-0.25-after-trial", 256, "topk", 0.25, (), "plain"),
-        ("topk-0.25-until-verdict", 256, "topk", 0.25, (), "select"),
-        ("small-64", 64, None, 1.0, (), None),
+    assert [(a.name, a.batch, a.policy, a.keep, a.auto, a.before_verdict, a.first) for a in arms] == [
+        ("auto-topk-long", 256, "topk", "auto", (("window", 64), ("settle", 64)), None, None),
+        ("auto-topk-long-window", 256, "topk", "auto", (("window", 64), ("settle", 16)), None, None),
+        ("auto-topk-once", 256, "topk", "auto", (("every", ONCE),), None, None),
+        ("topk-0.25-after-trial", 256, "topk", 0.25, (), "plain", None),
+        ("topk-0.25-until-verdict", 256, "topk", 0.25, (), "select", None),
+        ("topk-0.25-after-64", 256, "topk", 0.25, (), "plain", 64),
+        ("topk-0.25-after-128", 256, "topk", 0.25, (), "plain", 128),
+        ("topk-0.25-after-192", 256, "topk", 0.25, (), "plain", 192),
+        ("topk-0.25-after-256", 256, "topk", 0.25, (), "plain", 256),
+        ("small-64", 64, None, 1.0, (), None, None),
     ]
+
+
+@pytest.mark.parametrize(
+    ("before_verdict", "first", "whole"),
+    [("plain", 5, [8] * 5 + [2] * 7), ("select", 5, [2] * 5 + [8] * 7), ("plain", None, [8] * 12)],
+)
+def test_a_before_verdict_arm_switches_after_exactly_its_first_batches(before_verdict, first, whole):
+    """Two epochs of 6 batches of 8: ``first=5`` trains 5 whole batches, then top-k keeps 2 of 8 (the mirror arm the
+    other way round); with ``first=None`` the phase lasts ``plain_before_verdict(6)`` batches, which outlast the run."""
+    split = type("Split", (), {"fields": lambda self: (torch.randn(48, 3), torch.randint(0, 2, (48,)))})()
+    arm = SelectArm("arm", 8, 1e-3, policy="topk", keep=0.25, before_verdict=before_verdict, first=first)
+    loader, _ = arm.build(torch.nn.Linear(3, 2), split, family="mlp", batch=8, epochs=2, seed=0)
+    sizes = []
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        sizes += [len(x) for x, _ in loader]
+    assert plain_before_verdict(6) >= 12 and sizes == whole
 
 
 @pytest.mark.filterwarnings("ignore:sbdata keep='auto'")  # the planted data are random: the verdict is off
