@@ -316,7 +316,8 @@ def table(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         lines += [MEASURE_FIRST_TEXT, ""]
     for name, suite in summary["suites"].items():
         lines += suite_lines(name, suite)
-    lines += ["## Targets", ""] + [f"- {t}" for t in summary["targets"]] + [""]
+    if summary["targets"]:  # none in a record without a keep="auto" arm
+        lines += ["## Targets", ""] + [f"- {t}" for t in summary["targets"]] + [""]
     lines += first_verdict_lines(summary)
     lines += trial_check_lines(summary)
     if summary.get("long"):
