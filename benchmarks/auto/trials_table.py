@@ -45,7 +45,6 @@ ARMS = ("user", "small-64", "topk-0.25", "random-0.25", "topk-0.25-after-trial",
 AUTO_ARMS = ("auto-topk", "auto-topk-once", "auto-topk-start-on")  # the main record's keep="auto" arms
 LONG_ARMS = ("auto-topk-long", "auto-topk-long-window")  # the long-window ablation's (trials-long-<suite>)
 ALL_AUTO = AUTO_ARMS + LONG_ARMS
-EPOCH_BATCHES = 313  # loader batches per epoch of the 100k suites (80,000 training samples at batch 256)
 CAPTURE = 0.87  # auto's speed-up at least this share of top-k 0.25's (mlp100k, cnn100k)
 NO_LOSS = 0.95  # auto's speed-up at least this on the flipped-label suites (NOISY)
 
@@ -65,9 +64,17 @@ def per_seed(run: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def epoch_batches(run: dict[str, Any]) -> int:
+    """Loader batches per epoch of ``run``'s loader: its steps over its epochs (for an SB run, the loader batches it
+    read: ``epochs_read`` where the record has it)."""
+    return max(1, round(run["steps"] / max(run.get("epochs_read") or run.get("epochs") or 1, 1e-9)))
+
+
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     users = {r["seed"]: r for r in records if r["arm"] == "user"}
     out: dict[str, Any] = {"user_accuracy_sd": sd([r["accuracy"] for r in users.values()]), "arms": {}}
+    if users:  # the user's plain run steps once per loader batch
+        out["epoch_batches"] = epoch_batches(next(iter(users.values())))
     for arm in [a for a in ARMS if any(r["arm"] == a for r in records)]:
         runs = sorted((r for r in records if r["arm"] == arm and r["seed"] in users), key=lambda r: r["seed"])
         seeds = [per_seed(r, users[r["seed"]]) for r in runs]
@@ -230,7 +237,8 @@ def first_verdict_lines(summary: dict[str, Any]) -> list[str]:
         if topk is None or not any(a in arms for a in FIRST_ARMS):
             continue
         points = [(0, "topk-0.25")] + [(n, f"topk-0.25-after-{n}") for n in FIRST_VERDICTS]
-        points.append((plain_before_verdict(EPOCH_BATCHES), "topk-0.25-after-trial"))
+        if "topk-0.25-after-trial" in arms:
+            points.append((plain_before_verdict(suite["epoch_batches"]), "topk-0.25-after-trial"))
         for n, arm in points:
             row = arms.get(arm)
             if row is None:
@@ -246,13 +254,13 @@ def first_verdict_lines(summary: dict[str, Any]) -> list[str]:
     return [
         "## Where the first verdict would have to fall",
         "",
-        f"Top-k 0.25 after `n` loader batches of whole batches (`{EPOCH_BATCHES}` an epoch), no trial and no switch "
-        "back: the most a design that measures whole batches on the live run can capture if its first verdict lands at "
-        f'batch `n` (`topk-0.25-after-trial`: `n` = {plain_before_verdict(EPOCH_BATCHES)}, `keep="auto"`\'s '
-        f"defaults). Issue 28's capture target is {CAPTURE} of top-k's speed-up. Speed-up (s): seed mean of the "
-        "user's seconds to the user's accuracy over the arm's; (FE): the same in forward-equivalents (a scored sample "
-        "1, a trained one 3: priced, but free of the timing noise that moves the seconds' ratios by about a tenth "
-        "between records).",
+        "Top-k 0.25 after `n` loader batches of whole batches, no trial and no switch back: the most a design that "
+        "measures whole batches on the live run can capture if its first verdict lands at batch `n` "
+        '(`topk-0.25-after-trial`: as many as `keep="auto"`\'s defaults train whole before their first verdict on the '
+        f"suite's epoch, 379 at 313 loader batches). Issue 28's capture target is {CAPTURE} of top-k's speed-up. "
+        "Speed-up (s): seed mean of the user's seconds to the user's accuracy over the arm's; (FE): the same in "
+        "forward-equivalents (a scored sample 1, a trained one 3: priced, but free of the timing noise that moves the "
+        "seconds' ratios by about a tenth between records).",
         "",
         "| suite | arm | n | accuracy | speed-up (s) | of top-k's | speed-up (FE) | of top-k's (FE) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -426,8 +434,7 @@ def plot_trials(
     for ax, (name, runs) in zip(axes[:, 0], panels.items(), strict=True):
         for row, run in enumerate(sorted(runs, key=lambda r: (r.get("regime", ""), r["seed"]))):
             steps = run["steps"]
-            epoch = max(1, round(steps / max(run.get("epochs_read") or run.get("epochs") or 1, 1e-9)))
-            sized = settings.sized(epoch)
+            sized = settings.sized(epoch_batches(run))
             if settle_is_window:
                 sized = replace(sized, settle=sized.window)
             assert sized.window is not None and sized.settle is not None

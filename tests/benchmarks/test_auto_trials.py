@@ -73,6 +73,18 @@ def test_where_the_first_verdict_would_have_to_fall_reads_seconds_and_forward_eq
         ["topk-0.25-after-64", "64", "95.00%", "1.50x", "0.67", "2.25x", "0.80"],
     ]
     assert first_verdict_lines({"suites": {"mlp100k": summarize(_suite(0.9, (0.95, 5.0), (0.9, 9.0), "x"))}}) == []
+    # topk-0.25-after-trial's n is plain_before_verdict of the epoch read from the user's runs: 800 steps / 80 epochs
+    late = [{**r, "epochs": 80} for r in runs] + [
+        _run("topk-0.25-after-trial", s, 0.95, 7.5, fe=500.0) for s in range(3)
+    ]
+    (row,) = [
+        line
+        for line in first_verdict_lines({"suites": {"m": summarize(late)}})
+        if line.startswith("| m | topk-0.25-after-trial")
+    ]
+    assert (
+        row.startswith(f"| m | topk-0.25-after-trial | {plain_before_verdict(10)} |") and plain_before_verdict(10) < 64
+    )
     no_fe = [{**r, "curve": [{k: v for k, v in p.items() if k != "fe"} for p in r["curve"]]} for r in runs]
     (row,) = [line for line in first_verdict_lines({"suites": {"m": summarize(no_fe)}}) if "after-64" in line]
     assert row.endswith("| 1.50x | 0.67 | n/a |  |")
