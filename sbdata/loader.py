@@ -12,7 +12,7 @@ import sbdata._front as _front
 import sbdata.distributed as _dist
 from sbdata._front import EngineFront, SamplerOrder
 from sbdata._util import Unpack, epoch_length, warn_from_user_code
-from sbdata.auto import as_auto
+from sbdata.auto import Keep
 from sbdata.engine import EngineOptions, LossFn, SelectionEngine
 
 __all__ = ["SBLoader"]
@@ -83,9 +83,8 @@ class SBLoader(EngineFront):
                 f"loader must be an iterable of batches or a zero-argument factory of one, got {type(loader).__name__}"
             )
         self.loader = loader
-        auto = as_auto(options.get("keep"))
-        if auto is not None:  # trials sized to the epoch (Auto.sized); a loader without a length is a stream
-            options["keep"] = auto.sized(epoch_length(loader))
+        # keep= decoded once, keep="auto"'s trials sized to the epoch (a loader without a length is a stream)
+        options["keep"] = Keep.from_input(options.get("keep"), epoch_length(loader))
         self.engine = SelectionEngine(model, loss_fn, **options)
         self._order = SamplerOrder(loader)
         self._stateless = not (

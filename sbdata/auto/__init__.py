@@ -19,15 +19,15 @@ from sbdata.auto._gain import (
     tau,
     tau_from_sums,
 )
-from sbdata.auto._settings import Auto, as_auto
+from sbdata.auto._settings import Auto, Keep
 from sbdata.auto._trials import Progress, Verdict, exposures, fit_progress, trial_order, verdict
 
 __all__ = [
     "Auto",
     "CostTable",
+    "Keep",
     "Progress",
     "Verdict",
-    "as_auto",
     "best_keep",
     "effective_batch",
     "exposures",

@@ -24,7 +24,7 @@ from typing import Any
 
 from sbdata.auto._gain import CostTable
 
-__all__ = ["Auto", "as_auto"]
+__all__ = ["Auto", "Keep"]
 
 SIZED = ("window", "settle", "warmup", "every")  # None: sized from the run (Auto.sized)
 WINDOW, SETTLE = 16, 48  # window and settle of a long epoch or a stream
@@ -152,8 +152,51 @@ def _check_number(name: str, value: Any, ok: Callable[[float], bool], fix: str) 
         raise ValueError(f"Auto.{name} got {value!r}: pass {fix}")
 
 
-def as_auto(keep: Any) -> Auto | None:
-    """The :class:`Auto` settings that ``keep=`` asks for, or None for a fixed share."""
-    if isinstance(keep, Auto):
-        return keep
-    return Auto() if isinstance(keep, str) and keep == "auto" else None
+@dataclass(frozen=True)
+class Keep:
+    """What ``keep=`` asks for, decoded and sized once (:meth:`from_input`); every part below the door receives this.
+
+    Composer's ``Time.from_input`` shape: each accepted spelling of ``keep=`` (a share, None, ``"auto"``,
+    :class:`Auto`) becomes one value at the front end (:class:`~sbdata.SBLoader` knows the epoch's length; a bare
+    engine decodes it itself, as for a stream); the engine, the options check and the ``keep="auto"`` controller
+    read its fields and never decode or size again.
+
+    Attributes:
+        share: the share an SB step keeps, in (0, 1]; with ``keep="auto"`` the largest trialled share (the one
+            selection starts at when a trial turns it on).
+        given: whether the user set ``keep`` (False for the default 0.5; a ``"history"`` policy's ``beta`` follows
+            a given share only). Always True with ``keep="auto"``.
+        auto: with ``keep="auto"``, its settings sized to the run (:meth:`Auto.sized`: no size left None); else None.
+    """
+
+    share: float
+    given: bool
+    auto: Auto | None = None
+
+    @classmethod
+    def from_input(cls, keep: Any, epoch: int | None = None) -> Keep:
+        """Decode ``keep=`` (a :class:`Keep` passes through unchanged).
+
+        Args:
+            keep: a share in (0, 1], None (0.5, not given), ``"auto"`` or :class:`Auto` settings.
+            epoch: loader batches per epoch, which sizes ``keep="auto"``'s trials; None for a stream or an unknown
+                length.
+
+        Raises:
+            ValueError: for a share outside (0, 1] or any other value, naming the accepted ones.
+        """
+        if isinstance(keep, Keep):
+            return keep
+        if isinstance(keep, str) and keep == "auto":
+            keep = Auto()
+        if isinstance(keep, Auto):
+            sized = keep.sized(epoch)
+            return cls(max(sized.keeps), True, sized)
+        if keep is None:
+            return cls(0.5, False)
+        if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep <= 1:
+            raise ValueError(
+                "keep must be in (0, 1] (the share of each batch to train on), 'auto' or sbdata.Auto(...), "
+                f"got {keep!r}"
+            )
+        return cls(float(keep), True)

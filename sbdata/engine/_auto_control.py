@@ -12,8 +12,8 @@ from torch import nn
 
 from sbdata._util import warn_from_user_code
 from sbdata.auto import (
-    Auto,
     CostTable,
+    Keep,
     fit_progress,
     score_share,
     score_sums,
@@ -72,24 +72,25 @@ class AutoController:
     fits each arm's progress and decides.
 
     Args:
-        settings: the :class:`Auto` settings.
+        keep: the decoded ``keep=`` (:class:`~sbdata.auto.Keep`) whose ``auto`` holds the sized settings.
         model: the module the scoring pass calls (its parameters are averaged into the shadow; never written).
         device: the scoring device.
         lockstep: the engine's coordinator under ``torch.distributed``, or None.
     """
 
-    def __init__(self, settings: Auto, model: nn.Module, device: torch.device, lockstep: Any) -> None:
+    def __init__(self, keep: Keep, model: nn.Module, device: torch.device, lockstep: Any) -> None:
+        settings = keep.auto
+        sizes = (None,) if settings is None else (settings.window, settings.settle, settings.warmup, settings.every)
+        if settings is None or any(size is None for size in sizes):
+            raise ValueError(f"AutoController needs keep='auto' decoded and sized by Keep.from_input, got {keep!r}")
         self.settings, self.model, self.device = settings, model, device
-        sized = settings.sized()  # an engine built without a length of epoch: the sizes of a stream
-        assert sized.window is not None and sized.settle is not None  # sized() leaves no None
-        assert sized.warmup is not None and sized.every is not None
-        self.window, self.settle, self.warmup, self.every = sized.window, sized.settle, sized.warmup, sized.every
+        self.window, self.settle, self.warmup, self.every = (int(size) for size in sizes)  # type: ignore[arg-type]
         self.lockstep = lockstep
         self.meter = None if settings.costs is not None else CostMeter(device, settings.clock)
         self.keeps = tuple(sorted(settings.keeps))  # arm a keeps keeps[a - 1], smallest first
         self.order = trial_order(len(self.keeps), settings.cycles)
         self.on = False
-        self.keep = max(settings.keeps)  # the share while on; reported as 1.0 while off
+        self.keep = keep.share  # the share while on (the largest trialled); reported as 1.0 while off
         self.tau = self.speedup = self.score_share = self.predicted = math.nan
         self.routed = 0  # loader batches routed so far
         self.largest = 0  # the largest routed loader batch, in samples (min_kept is checked against it)

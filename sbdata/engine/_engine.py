@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from sbdata._util import flush_deferred_warnings, model_device
-from sbdata.auto import as_auto
+from sbdata.auto import Keep
 from sbdata.cache import LossCache
 from sbdata.distributed import in_job, joined_late, make_lockstep, scoring_module
 from sbdata.engine import _options
@@ -86,10 +86,8 @@ class SelectionEngine:
         process_group: Any = None,
         lazy_columns: bool = False,
     ) -> None:
-        settings = as_auto(keep)
-        if settings is not None:
-            settings = keep = settings.sized()  # sizes the front end did not set: those of a run of unknown length
-        keep, keep_given = _options.check_engine_options(model, keep, schedule, batch_size, drop_last)
+        self.keep = Keep.from_input(keep)  # a front end's decoded Keep as it is; a bare engine's sized as a stream's
+        _options.check_engine_options(model, schedule, batch_size, drop_last)
         self.model = model
         self.schedule = schedule if schedule is not None else Schedule()
         self.device = torch.device(device) if device is not None else model_device(model)
@@ -108,8 +106,8 @@ class SelectionEngine:
         self.sb_step = SBStep(
             scoring_module(model),
             scorer,
-            keep=keep,
-            keep_given=keep_given,
+            keep=self.keep.share,
+            keep_given=self.keep.given,
             policy=policy,
             device=self.device,
             generator=generator,
@@ -130,8 +128,8 @@ class SelectionEngine:
         self.emitter = Emitter(batch_size, self.drop_last, self.return_weights, self.device)
         self.pool = self.emitter.pool
         self.controller: AutoController | None = None
-        if settings is not None:
-            self.controller = AutoController(settings, scoring_module(model), self.device, self._lockstep)
+        if self.keep.auto is not None:
+            self.controller = AutoController(self.keep, scoring_module(model), self.device, self._lockstep)
         self._passes = Passes()
         self._intake = Intake(
             model, self.device, self.schedule, self.sb_step, self.emitter, self.tracker, self._passes, self.controller
@@ -185,7 +183,7 @@ class SelectionEngine:
     @property
     def fixed_keep(self) -> float | None:
         """The share every SB step keeps, or None with ``keep="auto"`` (the controller chooses it as it goes)."""
-        return None if self.controller is not None else self.sb_step.keep
+        return None if self.keep.auto is not None else self.keep.share
 
     @property
     def cache(self) -> LossCache | None:
@@ -342,14 +340,13 @@ class SelectionEngine:
     # ----------------------------------------------------------------- state
     def options(self) -> dict[str, Any]:
         """The options a state depends on; :meth:`load_state_dict` refuses a state saved with others."""
-        auto = None if self.controller is None else self.controller.settings
         return _options.fingerprint(
             self.policy,
             self.cache,
             self.batch_size,
             self.return_weights,
             self.sb_step.scorer.score,
-            auto,
+            self.keep.auto,
             self.sb_step.lazy_columns,
         )
 

@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeAlias, TypedDict
 import torch
 from torch import nn
 
-from sbdata.auto import Auto, as_auto
+from sbdata.auto import Auto, Keep
 from sbdata.cache import LossCache
 from sbdata.engine._schedule import Schedule
 from sbdata.policies import SelectionPolicy
@@ -45,8 +45,9 @@ PolicyName: TypeAlias = Literal["topk", "rank", "random", "history", "importance
 """The built-in policies by name (``sbdata.policies.POLICIES``)."""
 PolicyArg: TypeAlias = PolicyName | SelectionPolicy
 """What ``policy=`` takes: a built-in policy's name or a :class:`~sbdata.SelectionPolicy` instance."""
-KeepArg: TypeAlias = float | Literal["auto"] | Auto | None
-"""What ``keep=`` takes: a share in (0, 1], ``"auto"`` or :class:`~sbdata.Auto` settings, or None (0.5)."""
+KeepArg: TypeAlias = float | Literal["auto"] | Auto | Keep | None
+"""What ``keep=`` takes: a share in (0, 1], ``"auto"`` or :class:`~sbdata.Auto` settings, or None (0.5); a front end
+passes the :class:`~sbdata.auto.Keep` it decoded."""
 SplitFn: TypeAlias = Callable[[Any], tuple[Any, Any]]
 """``split(batch) -> (inputs, targets)``."""
 ForwardFn: TypeAlias = Callable[[nn.Module, Any], Any]
@@ -137,35 +138,21 @@ class EngineOptions(TypedDict, total=False):
     lazy_columns: bool
 
 
-def check_engine_options(model: Any, keep: Any, schedule: Any, batch_size: Any, drop_last: Any) -> tuple[float, bool]:
-    """Check the options the engine uses itself.
-
-    Returns:
-        ``(keep, keep_given)``: the share to keep (0.5 when ``keep`` is None) and whether the user set it.
+def check_engine_options(model: Any, schedule: Any, batch_size: Any, drop_last: Any) -> None:
+    """Check the options the engine uses itself (``keep`` is checked where it is decoded: ``Keep.from_input``).
 
     Raises:
         TypeError: for a model that is not an ``nn.Module`` or a schedule without ``is_active``.
-        ValueError: for ``keep`` outside (0, 1] and not ``"auto"``/``Auto``, a ``batch_size`` that is not an
-            int >= 1, or ``drop_last`` without ``batch_size``.
+        ValueError: for a ``batch_size`` that is not an int >= 1, or ``drop_last`` without ``batch_size``.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be the torch.nn.Module being trained, got {type(model).__name__}")
-    auto = as_auto(keep)
-    if auto is not None:  # the controller sets the share; the policy is told that the user chose it
-        keep = max(auto.keeps)
-    keep_given = keep is not None
-    keep = 0.5 if keep is None else keep
-    if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep <= 1:
-        raise ValueError(
-            f"keep must be in (0, 1] (the share of each batch to train on), 'auto' or sbdata.Auto(...), got {keep!r}"
-        )
     if schedule is not None and not callable(getattr(schedule, "is_active", None)):
         raise TypeError(f"schedule must be a sbdata.Schedule or None, got {type(schedule).__name__}")
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be an int >= 1 (samples per output batch) or None, got {batch_size!r}")
     if drop_last and batch_size is None:
         raise ValueError("drop_last=True applies to the pooled path only: pass batch_size= as well, or drop it")
-    return float(keep), keep_given
 
 
 def fingerprint(

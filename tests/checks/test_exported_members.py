@@ -108,9 +108,9 @@ EXPORTED = {
     "sbdata.auto": [
         "Auto",
         "CostTable",
+        "Keep",
         "Progress",
         "Verdict",
-        "as_auto",
         "best_keep",
         "effective_batch",
         "exposures",

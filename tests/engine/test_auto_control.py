@@ -133,6 +133,48 @@ def test_sbloader_sizes_the_trials_to_the_epoch():
         Auto().sized(0)
 
 
+def test_keep_is_decoded_and_sized_once_from_sbloader_to_the_first_batch(monkeypatch):
+    # issue 41: keep= is decoded at the door (Keep.from_input) and the trials sized there (Auto.sized), once each;
+    # the engine, the options check and the controller receive the decoded value and never derive it again
+    from sbdata.auto import Keep
+
+    calls = {"decode": 0, "size": 0}
+    decode, size = Keep.from_input.__func__, Auto.sized
+
+    def counted_decode(cls, keep, epoch=None):
+        calls["decode"] += 1 if not isinstance(keep, Keep) else 0  # a Keep passing through is not a decoding
+        return decode(cls, keep, epoch)
+
+    def counted_size(self, epoch=None):
+        calls["size"] += 1
+        return size(self, epoch)
+
+    monkeypatch.setattr(Keep, "from_input", classmethod(counted_decode))
+    monkeypatch.setattr(Auto, "sized", counted_size)
+    sb = SBLoader(batches(12), Planted(), planted_loss, keep="auto")
+    next(iter(sb))
+    assert calls == {"decode": 1, "size": 1}
+    controller = sb.engine.controller
+    # the epoch of 12 loader batches: windows of round(12 / 20) -> 2, settling round(0.15 * 12) -> 2, warm-up 12
+    assert (controller.window, controller.settle, controller.warmup, controller.every) == (2, 2, 12, 96)
+    assert sb.engine.keep == Keep(0.25, True, Auto(window=2, settle=2, warmup=12, every=96))
+    assert controller.keep == 0.25 and sb.engine.fixed_keep is None
+
+
+def test_keep_decodes_every_spelling_into_one_value():
+    from sbdata.auto import Keep
+
+    assert Keep.from_input(None) == Keep(0.5, False)
+    assert Keep.from_input(0.3) == Keep(0.3, True) and Keep.from_input(1) == Keep(1.0, True)
+    assert Keep.from_input("auto", 12) == Keep(0.25, True, Auto().sized(12))
+    assert Keep.from_input(Auto(keeps=(0.5, 0.25))) == Keep(0.5, True, Auto(keeps=(0.5, 0.25)).sized())
+    decoded = Keep.from_input(0.3)
+    assert Keep.from_input(decoded) is decoded
+    for bad in (0, 1.5, True, "fast", [0.5]):
+        with pytest.raises(ValueError, match=r"keep must be in \(0, 1\]"):
+            Keep.from_input(bad)
+
+
 def test_a_loader_without_a_length_gets_a_streams_sizes():
     class Stream(torch.utils.data.IterableDataset):  # a DataLoader over it has __len__ that raises TypeError
         def __iter__(self):
