@@ -106,6 +106,27 @@ class AutoController:
         self.reason = ""
         self.warned = False
 
+    # ----------------------------------------------------------------- the live cost meter's events
+    def output_requested(self) -> None:
+        """The training loop asked for its next batch: the training step on the last one ended (live meter)."""
+        if self.meter is not None:
+            self.meter.requested()
+
+    def output_handed(self, size: int) -> None:
+        """An output batch of ``size`` samples was handed to the training loop (live meter)."""
+        if self.meter is not None:
+            self.meter.handed(size)
+
+    def scoring_started(self) -> None:
+        """An SB step's scoring pass begins (live meter)."""
+        if self.meter is not None:
+            self.meter.begin_score()
+
+    def scoring_ended(self, n: int) -> None:
+        """An SB step's scoring pass on ``n`` samples ended (live meter)."""
+        if self.meter is not None:
+            self.meter.end_score(n)
+
     # ----------------------------------------------------------------- per loader batch
     def _span(self) -> int:
         return self.settle + self.window

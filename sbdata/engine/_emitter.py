@@ -64,6 +64,10 @@ class Emitter:
         while (full := self.pool.pop_full()) is not None:
             self._put_pooled(full)
 
+    def reopen_source(self) -> None:
+        """A source restored together with the engine is asked again, so that it can report its own end."""
+        self.source_ended = False
+
     def end_source(self) -> None:
         """The epoch's source ran out: queue the pool's short rest (unless ``drop_last``)."""
         self.source_ended = True

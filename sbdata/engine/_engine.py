@@ -198,7 +198,7 @@ class SelectionEngine:
     # ----------------------------------------------------------------- passes
     def _begin_epoch(self) -> None:
         """Start a fresh epoch: reset the in-epoch batch index and drop anything left from an abandoned epoch."""
-        self._intake.device_checked = False
+        self._intake.recheck_device()
         self._passes.begin_epoch()
         self.emitter.clear()
         self.sb_step.settle_cache()  # what the last pass's outputs observed after its end (a pooled rest)
@@ -218,7 +218,7 @@ class SelectionEngine:
     def end_saved_epoch(self) -> None:
         """End a loaded state's epoch without another pass over it (its source was restored at the epoch's end and
         nothing is held): the next :meth:`start_pass` begins the next epoch."""
-        self._passes.pass_finished = True
+        self._passes.finish()
 
     def start_pass(self, source_restored: bool = False) -> bool:
         """Begin a pass over the source; every front end calls this once per pass, after any ``load_state_dict``.
@@ -237,7 +237,7 @@ class SelectionEngine:
         if not continues:
             self._begin_epoch()
         elif source_restored:
-            self.emitter.source_ended = False
+            self.emitter.reopen_source()
         return continues
 
     # ----------------------------------------------------------------- driving
@@ -249,8 +249,8 @@ class SelectionEngine:
                 ``torch.distributed``, when that is so on any rank (see :class:`~sbdata.distributed.Lockstep`).
         """
         flush_deferred_warnings()  # warned in a backward thread: now, at the user's line that asked for a batch
-        if self.controller is not None and self.controller.meter is not None:
-            self.controller.meter.requested()  # the training step on the last output ended
+        if self.controller is not None:
+            self.controller.output_requested()  # the training step on the last output ended
         try:
             if self._lockstep is not None:
                 return self._lockstep.next_output(self, source)
@@ -258,7 +258,7 @@ class SelectionEngine:
                 raise StopIteration
             return self.pop_output()
         except StopIteration:
-            self._passes.pass_finished = True
+            self._passes.finish()
             raise
 
     def iterate(self, source: Iterator[Any]) -> Iterator[Any]:
@@ -278,8 +278,8 @@ class SelectionEngine:
         flush_deferred_warnings()
         if self.pool is not None:
             raise ValueError("process() yields one batch per loader batch; it cannot serve the pooled batch_size= path")
-        if self.controller is not None and self.controller.meter is not None:
-            self.controller.meter.requested()
+        if self.controller is not None:
+            self.controller.output_requested()
         self.push(batch, emit_empty=True)
         return self.pop_output()
 
@@ -316,9 +316,9 @@ class SelectionEngine:
     def pop_output(self) -> Any:
         """Hand on the oldest queued output (counted in ``stats.samples_yielded`` now)."""
         out, size = self.emitter.pop()
-        self.tracker.samples_yielded += size
-        if self.controller is not None and self.controller.meter is not None:
-            self.controller.meter.handed(size)
+        self.tracker.yielded(size)
+        if self.controller is not None:
+            self.controller.output_handed(size)
         return out
 
     def end_source(self) -> None:
@@ -345,7 +345,7 @@ class SelectionEngine:
             self.cache,
             self.batch_size,
             self.return_weights,
-            self.sb_step.scorer.score,
+            self.sb_step.score_name,
             self.keep.auto,
             self.sb_step.lazy_columns,
         )
@@ -374,7 +374,7 @@ class SelectionEngine:
                 differs.
         """
         _options.check_fingerprint(state.get("options"), self.options())
-        self._intake.device_checked = False
+        self._intake.recheck_device()
         self.sb_step.load_state_dict(state)
         self.emitter.load_state_dict(state["output"])
         self.tracker.load_state_dict(state["stats"])

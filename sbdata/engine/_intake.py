@@ -57,7 +57,7 @@ class Intake:
         self.controller = controller
         first = next(model.parameters(), None)
         self.anchored = first is not None and first.device == device  # guard only what was true at the start
-        self.device_checked = False  # checked once per epoch: the check walks the model's parameters
+        self._device_checked = False  # checked once per epoch: the check walks the model's parameters
 
     def check_device(self) -> None:
         """Raise if the model moved away from the scoring device it was on when the engine was built."""
@@ -67,7 +67,11 @@ class Intake:
                 f"the model moved to {anchor.device} after the engine was built for {self.device}: build the "
                 "loader after model.to(device), or pass device="
             )
-        self.device_checked = True
+        self._device_checked = True
+
+    def recheck_device(self) -> None:
+        """Check the model's device again at the next loader batch (a new epoch, a loaded state)."""
+        self._device_checked = False
 
     def cache_time(self, step: int | None = None) -> int:
         """The cache's time: the epoch, or the loader batch (``step``, default the current one) for
@@ -78,7 +82,7 @@ class Intake:
 
     def push(self, batch: Any, emit_empty: bool = False, active: bool | None = None) -> None:
         """Consume one loader batch; see :meth:`~sbdata.SelectionEngine.push`."""
-        if not self.device_checked:
+        if not self._device_checked:
             self.check_device()
         n = _batch.batch_size(batch)  # the common (x, y) batch takes _pairs' fast path inside
         if n is None:
@@ -108,17 +112,16 @@ class Intake:
         started = time.perf_counter()
         step = passes.step
         now = step + 1 if sb_step.cache_unit is None else self.cache_time(step + 1)
-        meter = None if controller is None else controller.meter
-        if meter is not None:
-            meter.begin_score()
+        if controller is not None:
+            controller.scoring_started()
         try:
             kept = sb_step(batch, n, ids, now, step, keep)
         except BaseException:
             tracker.restore_counters(saved)
             raise
-        if meter is not None:
-            meter.end_score(n)
-        tracker.scoring_seconds += time.perf_counter() - started
+        if controller is not None:
+            controller.scoring_ended(n)
+        tracker.scoring_timed(time.perf_counter() - started)
         if controller is not None:
             controller.add(kept.scores)  # device sums: no synchronisation
         self.emitter.add_kept(kept.subset, kept.size, kept.ratio, kept.expected, kept.candidates, emit_empty)
@@ -129,7 +132,7 @@ class Intake:
     def _measure(self, batch: Any, n: int) -> None:
         """Measure the trial's averaged model on a batch before it is trained on (``keep="auto"``)."""
         split, quality = self.sb_step.quality_pass(self.passes.step)
-        self.tracker.samples_scored += self.controller.measure(split, quality, batch, n)  # type: ignore[union-attr]
+        self.tracker.scored(self.controller.measure(split, quality, batch, n))  # type: ignore[union-attr]
 
     def end_source(self) -> None:
         """The epoch's source ran out: report a non-finite loss whose flag is still in flight, apply the cache's
@@ -151,17 +154,15 @@ class Intake:
         while not emitter.ready:
             if emitter.source_ended:
                 return False
-            if passes.held_batch is None:
-                try:
-                    passes.held_batch = next(source)
-                except StopIteration:
-                    self.end_source()
-                    continue
-            self.push(passes.held_batch)  # if this raises, the batch stays pending and uncounted
-            passes.held_batch = None
+            try:
+                batch = passes.take(source)
+            except StopIteration:
+                self.end_source()
+                continue
+            self.push(batch)  # if this raises, the batch stays held and uncounted
+            passes.release()
         return True
 
     def _count(self, n: int) -> None:
         self.passes.count()
-        self.tracker.steps += 1
-        self.tracker.samples_seen += n
+        self.tracker.batch_processed(n)

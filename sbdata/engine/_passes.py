@@ -17,9 +17,11 @@ class Passes:
         step: loader batches processed over all epochs (what the schedule counts).
         epoch_step: loader batches processed in the current epoch.
         epochs_begun: epochs started so far (the current epoch is ``epochs_begun - 1``).
-        held_batch: a loader batch taken from the source whose processing raised (processed again first), or None
-            (saved under the state key ``"held_batch"``).
-        pass_finished: the current pass has told its consumer that it ended (``StopIteration``).
+        held_batch: the loader batch taken from the source and not yet processed (:meth:`take`): one whose
+            processing raised is processed again first. None when there is none (saved under the state key
+            ``"held_batch"``). Read-only outside this class.
+        pass_finished: the current pass has told its consumer that it ended (``StopIteration``; :meth:`finish`).
+            Read-only outside this class.
         restored: a state was loaded and no pass has started since.
         pass_id: which pass iterators belong to; a new pass ends the iterators of the older ones.
     """
@@ -83,6 +85,24 @@ class Passes:
             except StopIteration:
                 return
             yield out
+
+    def take(self, source: Iterator[Any]) -> Any:
+        """The loader batch to process next: the held one, else the source's next, held until :meth:`release`.
+
+        Raises:
+            StopIteration: when nothing is held and ``source`` has run out.
+        """
+        if self.held_batch is None:
+            self.held_batch = next(source)
+        return self.held_batch
+
+    def release(self) -> None:
+        """The held loader batch was processed: forget it."""
+        self.held_batch = None
+
+    def finish(self) -> None:
+        """The current pass told its consumer that it ended (or a loaded epoch was ended without a pass)."""
+        self.pass_finished = True
 
     def begin_epoch(self) -> None:
         """Start counting a new epoch (its first loader batch is ``epoch_step`` 0); forgets a pending batch."""

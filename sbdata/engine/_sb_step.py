@@ -166,11 +166,16 @@ class SBStep:
 
         return self.split, quality
 
+    @property
+    def score_name(self) -> str:
+        """What the scoring pass measures per sample (``score=``): ``"loss"`` or ``"gradnorm"``."""
+        return self.scorer.score
+
     def __call__(self, batch: Any, n: int, ids: Any, now: int, step: int, keep: float | None = None) -> Kept:
         """Select from ``batch`` (``n`` samples on the scoring device; ``ids`` read before the move), keeping the
         share ``keep`` (default: the step's own ``keep``)."""
         keep = self.keep if keep is None else keep
-        self.tracker.sb_steps += 1
+        self.tracker.sb_step_started()
         inputs, targets = self.split(batch)  # the default split takes an (x, y, ...) batch apart at once
         seed = None
         if self._seeded:  # train-mode dropout, or a policy that may score again: a stream of this step's own
@@ -230,12 +235,11 @@ class SBStep:
         filled up with the batch's stalest fresh samples; which ones is known on the host, so nothing waits.
         """
         if self.cache is None:
-            self.tracker.samples_scored += n
+            self.tracker.scored(n)
             return self.scorer(self.model, inputs, targets, n, self.device, seed)
         known = self.cache.lookup(ids, now)
         count = known.count
-        self.tracker.samples_scored += count
-        self.tracker.samples_reused += n - count
+        self.tracker.scored(count, reused=n - count)
         if count == 0 and self.lockstep is None:  # in lockstep every rank scores, if only zero samples (FSDP)
             return known.losses
         if count == n:

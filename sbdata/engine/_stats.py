@@ -115,6 +115,30 @@ class StatsTracker:
         self._loss_sums: torch.Tensor | None = None
         self._unsummed: list[tuple[torch.Tensor, torch.Tensor]] = []  # (losses, kept index) of steps not yet summed
 
+    # One method per event: the parts that count (intake, the SB step, the engine) call these and never write the
+    # counters themselves.
+    def batch_processed(self, n: int) -> None:
+        """A loader batch of ``n`` samples was processed (a plain step or an SB step)."""
+        self.steps += 1
+        self.samples_seen += n
+
+    def sb_step_started(self) -> None:
+        """An SB step began selecting from a loader batch."""
+        self.sb_steps += 1
+
+    def scored(self, n: int, reused: int = 0) -> None:
+        """``n`` samples went through a scoring forward; ``reused`` more took their loss from the cache."""
+        self.samples_scored += n
+        self.samples_reused += reused
+
+    def scoring_timed(self, seconds: float) -> None:
+        """An SB step spent ``seconds`` (host wall-clock) in scoring and selection."""
+        self.scoring_seconds += seconds
+
+    def yielded(self, n: int) -> None:
+        """An output batch of ``n`` samples was handed to the training loop."""
+        self.samples_yielded += n
+
     def record_selection(self, losses: torch.Tensor, index: torch.Tensor) -> None:
         """Count one SB step's selection; its loss sums are added up lazily, ``LAZY_STEPS`` steps at a time."""
         self._unsummed.append((losses, index))

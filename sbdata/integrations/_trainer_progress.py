@@ -17,6 +17,10 @@ class TrainerProgress:
     def __init__(self) -> None:
         self.read: Callable[[], float] | None = None
 
+    def bind(self, read: Callable[[], float]) -> None:
+        """Clock this progress by ``read() -> fraction`` (the integration that builds the loader calls this)."""
+        self.read = read
+
     def __call__(self) -> float:
         if self.read is None:
             raise RuntimeError(
@@ -43,4 +47,4 @@ def bind_progress(options: Mapping[str, Any], read: Callable[[], float]) -> None
     schedule = options.get("schedule")
     progress = getattr(schedule, "progress", None)
     if isinstance(progress, TrainerProgress):
-        progress.read = read
+        progress.bind(read)
