@@ -6,6 +6,7 @@ speed-ups, :class:`CostTable`), all as pure functions. The controller that appli
 
 from sbdata.auto._gain import (
     CostTable,
+    StepPrice,
     best_keep,
     effective_batch,
     keep_grid,
@@ -27,6 +28,7 @@ __all__ = [
     "CostTable",
     "Keep",
     "Progress",
+    "StepPrice",
     "Verdict",
     "best_keep",
     "effective_batch",

@@ -27,6 +27,7 @@ from sbdata.policies import keep_count
 
 __all__ = [
     "CostTable",
+    "StepPrice",
     "best_keep",
     "effective_batch",
     "keep_grid",
@@ -89,6 +90,43 @@ class CostTable:
     def train(self, n: float) -> float:
         """Seconds of a training step on ``n`` samples."""
         return self.train_fixed + self.train_per_sample * n
+
+    # The one price of a selection step: auto's trials, the gain estimate, advise and the benchmarks read these.
+    def selection_step(self, batch: float, kept: float, reuse: float = 0.0) -> StepPrice:
+        """An SB step on a loader batch of ``batch`` samples that trains ``kept`` of them: scoring the batch (less
+        the share ``reuse`` in [0, 1] a loss cache supplies without a forward), training on the kept samples, and
+        sbdata's own work: ``score(batch) (1 - reuse) + train(kept) + overhead`` seconds."""
+        return StepPrice(self.score(batch) * (1 - reuse), self.train(kept), self.overhead)
+
+    def pooled_step(self, batch_size: int, keep: float, reuse: float = 0.0, batch: int | None = None) -> StepPrice:
+        """One pooled output batch of ``batch_size`` samples, drawn from ``C = batch_size / keep`` scored
+        candidates: scoring ``score(C)``, or ``C / batch`` scoring calls of ``batch`` samples when the candidates
+        come in loader batches of ``batch`` (sbdata's overhead then counted per loader batch too), less the share
+        ``reuse``; training one step of ``batch_size``."""
+        candidates = batch_size / keep
+        calls = 1.0 if batch is None else candidates / batch
+        scoring = self.score(candidates) if batch is None else calls * self.score(batch)
+        return StepPrice(scoring * (1 - reuse), self.train(batch_size), calls * self.overhead)
+
+
+@dataclass(frozen=True)
+class StepPrice:
+    """Seconds of one selection step by part (:meth:`CostTable.selection_step`, :meth:`CostTable.pooled_step`).
+
+    Attributes:
+        scoring: the scoring forward(s), >= 0.
+        training: the training step on the kept samples, > 0.
+        overhead: sbdata's own work beyond scoring, >= 0.
+    """
+
+    scoring: float
+    training: float
+    overhead: float
+
+    @property
+    def seconds(self) -> float:
+        """The whole step: ``scoring + training + overhead``."""
+        return self.scoring + self.training + self.overhead
 
 
 def _line(points: dict[int, float], name: str) -> tuple[float, float]:
@@ -164,7 +202,7 @@ def shrink_speedup(
     """
     k = keep_count(keep, batch)
     ratio = _progress_ratio(effective_batch(batch, k, tau_), batch, noise_scale)
-    return ratio * costs.train(batch) / (costs.score(batch) * (1 - reuse) + costs.train(k) + costs.overhead)
+    return ratio * costs.train(batch) / costs.selection_step(batch, k, reuse).seconds
 
 
 def pool_speedup(
@@ -184,13 +222,9 @@ def pool_speedup(
     ``C / batch * score(batch)`` when the candidates come in loader batches of ``batch`` (the same without fixed
     costs; ``overhead`` is then counted per loader batch too).
     """
-    candidates = batch_size / keep
-    calls = 1.0 if batch is None else candidates / batch
-    scoring = costs.score(candidates) if batch is None else calls * costs.score(batch)
-    b_eff = effective_batch(candidates, batch_size, tau_)
+    b_eff = effective_batch(batch_size / keep, batch_size, tau_)
     ratio = _progress_ratio(b_eff, batch_size, noise_scale)
-    train = costs.train(batch_size)
-    return ratio * train / (scoring * (1 - reuse) + train + calls * costs.overhead)
+    return ratio * costs.train(batch_size) / costs.pooled_step(batch_size, keep, reuse, batch).seconds
 
 
 def small_batch_speedup(keep: float, batch: int, costs: CostTable, noise_scale: float = math.inf) -> float:
@@ -210,10 +244,10 @@ def speedup_range(tau_: float, keep: float, batch: int, costs: CostTable, reuse:
 def score_share(keep: float, batch: int, costs: CostTable, reuse: float = 0.0, batch_size: int | None = None) -> float:
     """The scoring pass's share of a selection step's seconds (per loader batch; per output batch when pooled)."""
     if batch_size is None:
-        scoring, rest = costs.score(batch) * (1 - reuse), costs.train(keep_count(keep, batch)) + costs.overhead
+        price = costs.selection_step(batch, keep_count(keep, batch), reuse)
     else:
-        calls = batch_size / keep / batch
-        scoring, rest = calls * costs.score(batch) * (1 - reuse), costs.train(batch_size) + calls * costs.overhead
+        price = costs.pooled_step(batch_size, keep, reuse, batch)
+    scoring, rest = price.scoring, price.training + price.overhead
     return scoring / (scoring + rest) if scoring + rest > 0 else 0.0
 
 

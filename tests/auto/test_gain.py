@@ -147,3 +147,20 @@ def test_cost_table_fit_and_checks():
         CostTable(1.0, 0.0)
     with pytest.raises(ValueError, match="at least one score measurement"):
         CostTable.fit({}, {1: 1.0})
+
+
+def test_the_one_price_of_a_selection_step():
+    # issue 41: every reader prices an SB step through CostTable.selection_step / pooled_step
+    from sbdata.auto import StepPrice
+
+    costs = CostTable(score_per_sample=1.0, train_per_sample=3.0, score_fixed=2.0, train_fixed=5.0, overhead=0.5)
+    price = costs.selection_step(16, 4)
+    assert price == StepPrice(scoring=18.0, training=17.0, overhead=0.5) and price.seconds == 35.5
+    assert costs.selection_step(16, 4, reuse=0.5).scoring == 9.0
+    # pooled: 8 per output batch from 8 / 0.5 = 16 candidates, in loader batches of 4: 4 scoring calls of 6 s
+    pooled = costs.pooled_step(8, 0.5, batch=4)
+    assert pooled == StepPrice(scoring=24.0, training=29.0, overhead=2.0)
+    assert costs.pooled_step(8, 0.5) == StepPrice(scoring=18.0, training=29.0, overhead=0.5)  # one call of 16
+    fe = CostTable.forward_equivalents()
+    # b_eff of 4 drawn from 16 at tau 1: 1 / (1/16 + (12/15) / 4) = 80/21; a plain step 48 FE, a selection step 28
+    assert shrink_speedup(1.0, 0.25, 16, fe) == pytest.approx(80 / 21 / 16 * 48 / 28)

@@ -110,6 +110,7 @@ EXPORTED = {
         "CostTable",
         "Keep",
         "Progress",
+        "StepPrice",
         "Verdict",
         "best_keep",
         "effective_batch",
