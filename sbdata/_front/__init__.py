@@ -7,7 +7,7 @@ from sbdata._front._base import EngineFront
 from sbdata._front._guards import ReadAheadGuard, warn_if_other_rank, warn_if_unsharded
 from sbdata._front._order import SamplerOrder
 from sbdata._front._placement import check_not_in_worker, check_thread
-from sbdata._front._stand_in import SelectedDataset, check_not_rebuilt, pooled_batches_per_epoch, reader_frame
+from sbdata._front._replaced_loader import SelectedDataset, check_not_rebuilt, pooled_batches_per_epoch, reader_frame
 
 __all__ = [
     "EngineFront",

@@ -254,7 +254,7 @@ def advise(
             if batch is None:
                 raise ValueError(f"the loader ended after {index} batches: pass steps <= {index}")
             inputs, targets = split_fn(_batch.to_device(batch, place))
-            n = _batch.batch_size(inputs) or 0
+            n = _batch.sample_count(inputs) or 0
             batch_size = max(batch_size, n)
             small = max(1, n // 4)
             for size in (n, small) if index % 2 == 0 else (small, n):

@@ -158,7 +158,7 @@ class Branch:
     def step(self, inputs: Any, targets: Any, timer: Callable[[], float], costs: CostTable | None = None) -> None:
         """Train on one loader batch as the option does; its seconds (``timer`` around the step, scoring and
         selection included; or priced by ``costs``) are recorded."""
-        n = _batch.batch_size(inputs) or 0
+        n = _batch.sample_count(inputs) or 0
         started = timer()
         priced = 0.0
         if self.arm.kind == "plain":
@@ -182,7 +182,7 @@ class Branch:
 
     def measure(self, probe: Sequence[tuple[Any, Any]]) -> torch.Tensor:
         """The probe's per-sample quality now (side-effect free), recorded as a checkpoint of the curve."""
-        parts = [self.scorer.quality(self.model, x, y, _batch.batch_size(x) or 0, self.device) for x, y in probe]
+        parts = [self.scorer.quality(self.model, x, y, _batch.sample_count(x) or 0, self.device) for x, y in probe]
         quality = torch.cat(parts).detach().cpu()
         self.checkpoints.append((len(self.durations), self.priced))
         self.qualities.append(float(quality.double().mean()))
@@ -217,5 +217,5 @@ def train_once(
         train_step(model, optimizer, inputs, targets)
         return
     optimizer.zero_grad(set_to_none=True)
-    scorer.training_losses(model, inputs, targets, _batch.batch_size(inputs) or 0).mean().backward()
+    scorer.training_losses(model, inputs, targets, _batch.sample_count(inputs) or 0).mean().backward()
     optimizer.step()

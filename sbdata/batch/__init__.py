@@ -7,15 +7,15 @@ The bottom layer of sbdata: it imports nothing else of the package but :mod:`sbd
 from sbdata.batch._codec import decode, encode
 from sbdata.batch._column import KeptColumn, join_columns
 from sbdata.batch._hostcopy import HostCopy, upload
-from sbdata.batch._ops import (
+from sbdata.batch._structure import (
     Indexer,
     as_tensor,
-    batch_size,
     concat,
     default_split,
     fields,
     is_batch_field,
     map_fields,
+    sample_count,
     select,
     take,
     to_device,
@@ -26,7 +26,6 @@ __all__ = [
     "Indexer",
     "KeptColumn",
     "as_tensor",
-    "batch_size",
     "concat",
     "decode",
     "default_split",
@@ -35,6 +34,7 @@ __all__ = [
     "is_batch_field",
     "join_columns",
     "map_fields",
+    "sample_count",
     "select",
     "take",
     "to_device",

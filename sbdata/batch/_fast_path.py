@@ -1,7 +1,7 @@
 """The fast path for the common batch: a plain tuple or list of tensors, such as ``(x, y)``.
 
 Such a batch's fields are its items, so it is sized, moved, split and subset without the general traversal of
-:mod:`sbdata._batch`, with the same results: each of ``_batch``'s entry points (``batch_size``, ``to_device``,
+:mod:`sbdata.batch`, with the same results: each of ``_batch``'s entry points (``sample_count``, ``to_device``,
 ``select``, ``default_split``) checks :func:`tensor_sequence` first and takes these, so the dispatch lives in one
 place. :func:`pair_group` recognises one level more, the pool's ``(subset, weights)`` pieces.
 """
@@ -71,7 +71,7 @@ def disagree(first_path: str, first: int, path: str, size: int) -> None:
 
 
 def sequence_size(batch: Sequence[torch.Tensor]) -> int | None:
-    """:func:`batch_size` of a batch for which :func:`tensor_sequence` holds."""
+    """:func:`sample_count` of a batch for which :func:`tensor_sequence` holds."""
     if not batch:
         return None
     first = batch[0].shape[0]

@@ -139,7 +139,7 @@ class Lockstep:
     def _round(self, engine: LockstepDriven, source: Iterator[Any]) -> None:
         batch = next(source, _NO_BATCH)
         has = batch is not _NO_BATCH
-        size = (_batch.batch_size(batch) or 0) if has else 0
+        size = (_batch.sample_count(batch) or 0) if has else 0
         active = has and engine.selects_next()
         all_have, low, minus_high, all_active = self.reduce_min(
             [int(has), size if has else _NO_SIZE, -size, int(active or not has)]

@@ -32,7 +32,11 @@ SUMS = 6  # per measured part: quality sum and count; the SB steps' score sum, s
 
 
 class Route(NamedTuple):
-    """The controller's answer for one loader batch the schedule selects on.
+    """The controller's answer for one loader batch the schedule selects on: which way the batch goes (selected, or
+    yielded whole), at which share, and whether it is measured first. (Names: a *trial* is the controller's run of
+    alternating windows of whole batches and selection on the live run, ending in a *verdict*; an *arm* is one way of
+    training inside it: 0 whole batches, ``a`` the ``a``-th share of ``Auto.keeps``. ``advise``'s branches are
+    another thing: copies of the model trained apart from the run.)
 
     Attributes:
         select: run the SB step on it (else it is yielded whole).

@@ -79,7 +79,7 @@ class Emitter:
 
     def _put_pooled(self, piece: tuple[Any, Any]) -> None:
         subset, ratio = piece
-        self._put(subset, _batch.batch_size(subset) or 0, None if ratio is None else ratio / self.batch_size)
+        self._put(subset, _batch.sample_count(subset) or 0, None if ratio is None else ratio / self.batch_size)
 
     def _put(self, batch: Any, size: int, weights: torch.Tensor | None) -> None:
         self.ready.append(((batch, weights) if self.return_weights else batch, size))

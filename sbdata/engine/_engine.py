@@ -138,7 +138,7 @@ class SelectionEngine:
     # ----------------------------------------------------------------- counts
     @property
     def step(self) -> int:
-        """Loader batches consumed over all epochs (what the schedule counts)."""
+        """Loader batches consumed over all epochs (what the schedule counts; not optimizer steps)."""
         return self._passes.step
 
     @property
@@ -338,8 +338,9 @@ class SelectionEngine:
         self.sb_step.observe(batch, losses, self._intake.cache_time())
 
     # ----------------------------------------------------------------- state
-    def options(self) -> dict[str, Any]:
-        """The options a state depends on; :meth:`load_state_dict` refuses a state saved with others."""
+    def fingerprint(self) -> dict[str, Any]:
+        """The options a saved state depends on (saved under ``"options"``): :meth:`load_state_dict` refuses a state
+        saved with others. Not the options themselves: see :class:`~sbdata.EngineOptions`."""
         return _options.fingerprint(
             self.policy,
             self.cache,
@@ -356,10 +357,10 @@ class SelectionEngine:
         Loads with ``torch.load(..., weights_only=True)``: held batches are encoded (numpy fields included).
         """
         return {
-            "options": self.options(),
+            "options": self.fingerprint(),
             **self._passes.state_dict(),
             **self.sb_step.state_dict(),
-            "output": self.emitter.state_dict(),
+            "emitter": self.emitter.state_dict(),
             "stats": self.tracker.state_dict(),
             "lockstep": None if self._lockstep is None else self._lockstep.state_dict(),
             "auto": None if self.controller is None else self.controller.state_dict(),
@@ -373,10 +374,10 @@ class SelectionEngine:
                 ``batch_size``, ``return_weights``, ``score``, ``keep="auto"`` and its settings), naming the one that
                 differs.
         """
-        _options.check_fingerprint(state.get("options"), self.options())
+        _options.check_fingerprint(state.get("options"), self.fingerprint())
         self._intake.recheck_device()
         self.sb_step.load_state_dict(state)
-        self.emitter.load_state_dict(state["output"])
+        self.emitter.load_state_dict(state["emitter"])
         self.tracker.load_state_dict(state["stats"])
         if self._lockstep is not None and state.get("lockstep") is not None:
             self._lockstep.load_state_dict(state["lockstep"])

@@ -84,7 +84,7 @@ class Intake:
         """Consume one loader batch; see :meth:`~sbdata.SelectionEngine.push`."""
         if not self._device_checked:
             self.check_device()
-        n = _batch.batch_size(batch)  # the common (x, y) batch takes _pairs' fast path inside
+        n = _batch.sample_count(batch)  # the common (x, y) batch takes _pairs' fast path inside
         if n is None:
             raise ValueError(f"batch of type {type(batch).__name__} has no field with a batch dimension")
         passes, sb_step = self.passes, self.sb_step

@@ -13,6 +13,10 @@ __all__ = ["Passes"]
 class Passes:
     """Counts loader batches, epochs and passes for a :class:`~sbdata.SelectionEngine`, and decides resumption.
 
+    Names: a *pass* is one ``iter()`` of a front end; it is one epoch of the source, except that the pass after a
+    loaded state continues the saved epoch. A *step* here is one loader batch consumed (what a
+    :class:`~sbdata.Schedule` counts), never an optimizer step.
+
     Attributes:
         step: loader batches processed over all epochs (what the schedule counts).
         epoch_step: loader batches processed in the current epoch.

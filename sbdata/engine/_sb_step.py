@@ -287,7 +287,7 @@ class SBStep:
         if not isinstance(losses, torch.Tensor) or losses.dim() != 1:
             shape = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses).__name__
             raise ValueError(f"observe needs per-sample losses of shape (B,), got {shape}: use reduction='none'")
-        n = _batch.batch_size(batch)
+        n = _batch.sample_count(batch)
         if losses.shape[0] != n:
             raise ValueError(f"observe got {losses.shape[0]} losses for a batch of {n} samples")
         self.cache.observe(self.ids(batch), losses, now)

@@ -11,7 +11,7 @@ checks the same for real.
 
 A batch with a list or tuple column (WebDataset's ``__key__``) costs one copy of the kept indices per SB step by
 default, so that the column arrives as a list (``lazy_columns=False``): that is the configuration's allowance, one
-``cpu`` (and the ``numpy`` of that host copy) from ``sbdata/batch/_ops.py`` per SB step; with
+``cpu`` (and the ``numpy`` of that host copy) from ``sbdata/batch/_structure.py`` per SB step; with
 ``lazy_columns=True`` it arrives as a ``KeptColumn`` and the allowance is zero.
 """
 
@@ -209,7 +209,7 @@ def test_no_sync_per_sb_step(config):
                 except StopIteration:
                     out = None
                 copies = per_sb_step * (sb.engine.tracker.sb_steps - sb_steps)
-                allowance = ["cpu from _ops.py", "numpy from _ops.py"] * copies  # numpy() of the host copy
+                allowance = ["cpu from _structure.py", "numpy from _structure.py"] * copies  # numpy() of the host copy
                 assert counter.calls[: len(allowance)] == allowance, counter.calls
                 del counter.calls[: len(allowance)]
                 allowed += len(allowance)

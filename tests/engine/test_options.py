@@ -63,7 +63,7 @@ def test_exported_aliases():
 
 def test_fingerprint_names_the_option_that_differs():
     model = nn.Linear(2, 2)
-    saved = SelectionEngine(model, F.cross_entropy, policy="rank", batch_size=4).options()
+    saved = SelectionEngine(model, F.cross_entropy, policy="rank", batch_size=4).fingerprint()
     assert saved == fingerprint(sbdata.RankWeighted(), None, 4, False)
     check_fingerprint(saved, dict(saved))
     with pytest.raises(ValueError, match=r"batch_size=4 but this loader has batch_size=8"):

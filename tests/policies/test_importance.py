@@ -324,7 +324,7 @@ def test_a_gradnorm_state_refuses_a_loss_scored_loader_and_the_reverse():
     model = OracleModel(LOSSES)
     gradnorm = SBLoader([oracle_batch(range(6))], model, ce, policy="importance", score="gradnorm")
     state = roundtrip(gradnorm.state_dict())
-    assert gradnorm.engine.options()["score"] == "gradnorm"
+    assert gradnorm.engine.fingerprint()["score"] == "gradnorm"
     with pytest.raises(ValueError, match=r"score='gradnorm' but this loader has score='loss'"):
         SBLoader([oracle_batch(range(6))], model, ce, policy="importance").load_state_dict(state)
     loss = SelectionEngine(model, ce, policy="importance").state_dict()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from sbdata import KeptColumn
-from sbdata.batch import _ops as _batch
+from sbdata.batch import _structure as _batch
 
 Pair = namedtuple("Pair", ["x", "y"])
 
@@ -20,16 +20,16 @@ class Record:
 
 def test_batch_size_reads_every_field_kind():
     batch = {"x": torch.zeros(4, 3), "k": ["a", "b", "c", "d"], "a": np.zeros((4, 2)), "lr": 0.1, "t": torch.tensor(2)}
-    assert _batch.batch_size(batch) == 4
+    assert _batch.sample_count(batch) == 4
 
 
 def test_batch_size_disagreement_names_both_fields():
     with pytest.raises(ValueError, match=r"batch\['x'\] has 4 samples but batch\['y'\] has 3"):
-        _batch.batch_size({"x": torch.zeros(4), "y": torch.zeros(3)})
+        _batch.sample_count({"x": torch.zeros(4), "y": torch.zeros(3)})
 
 
 def test_batch_size_none_without_batch_fields():
-    assert _batch.batch_size({"lr": 0.1, "step": torch.tensor(3)}) is None
+    assert _batch.sample_count({"lr": 0.1, "step": torch.tensor(3)}) is None
 
 
 def test_select_keeps_every_field_aligned_and_types():
@@ -122,7 +122,7 @@ COLUMNS = {
 def test_a_list_without_tensors_is_one_column_subset_as_a_whole(name):
     column = COLUMNS[name]
     batch = (torch.arange(4), torch.arange(4) * 10, column)
-    assert _batch.batch_size(batch) == 4
+    assert _batch.sample_count(batch) == 4
     out = _batch.select(batch, torch.tensor([1, 3]))
     # by default the column's own type (a list stays a list, a tuple a tuple), whole items, never cut inside
     assert out[0].tolist() == [1, 3] and type(out[2]) is type(column)
@@ -145,7 +145,7 @@ def test_a_list_of_lists_with_batch_size_rows_inside_is_still_a_column():
 
 def test_a_column_of_the_wrong_length_is_a_size_mismatch():
     with pytest.raises(ValueError, match=r"batch\[0\] has 4 samples but batch\[2\] has 3.*column"):
-        _batch.batch_size((torch.zeros(4), torch.zeros(4), [{"id": 0}, {"id": 1}, {"id": 2}]))
+        _batch.sample_count((torch.zeros(4), torch.zeros(4), [{"id": 0}, {"id": 1}, {"id": 2}]))
 
 
 def test_a_list_of_tensors_is_a_group_of_fields_even_when_its_length_is_the_batch_size():
@@ -162,12 +162,12 @@ def test_a_list_of_tensors_is_a_group_of_fields_even_when_its_length_is_the_batc
 def test_per_sample_tensors_of_different_lengths_in_a_list_are_refused_naming_the_fix():
     batch = (torch.zeros(3), torch.zeros(3), [torch.zeros(5), torch.zeros(2), torch.zeros(7)])
     with pytest.raises(ValueError, match=r"but batch\[2\]\[0\] has 5.*group of fields.*numpy object array"):
-        _batch.batch_size(batch)
+        _batch.sample_count(batch)
 
 
 def test_a_batch_without_tensors_is_one_column_of_records():
     records = [{"text": f"t{i}", "label": i} for i in range(4)]
-    assert _batch.batch_size(records) == 4
+    assert _batch.sample_count(records) == 4
     assert _batch.select(records, torch.tensor([0, 2])) == [records[0], records[2]]
     with pytest.raises(ValueError, match="split="):
         _batch.default_split(records)
@@ -184,13 +184,13 @@ def test_the_fast_paths_for_tensor_sequences_answer_as_the_general_traversal(mon
         for batch in batches:
             paths: list = []
             _batch.map_fields(batch, lambda field, path, seen=paths: seen.append(path))
-            found.append((_batch.batch_size(batch), paths))
+            found.append((_batch.sample_count(batch), paths))
             found.extend(repr(out) for out in (_batch.select(batch, index), _batch.take(batch, 1, 3)))
             found.extend(repr(out) for out in (_batch.to_device(batch, torch.device("cpu")), _batch.fields(batch)))
         found.extend(repr(_batch.concat([batch, batch])) for batch in batches)
         found.append(_batch.default_split((x, y, y)))
         with pytest.raises(ValueError, match=r"batch\[0\] has 4 samples but batch\[1\] has 3") as error:
-            _batch.batch_size((x, y[:3]))
+            _batch.sample_count((x, y[:3]))
         return [*found, str(error.value)]
 
     fast = answers()
@@ -203,5 +203,5 @@ def test_the_fast_paths_for_tensor_sequences_answer_as_the_general_traversal(mon
 
 def test_a_tuple_of_empty_groups_and_none_is_still_a_column():
     """No tensor inside: a column of two items, as before the pool's fast path, not a group."""
-    assert _batch.batch_size(((), None)) == 2
+    assert _batch.sample_count(((), None)) == 2
     assert _batch.select(((), None), torch.tensor([1])) == (None,)

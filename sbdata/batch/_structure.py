@@ -108,7 +108,7 @@ def map_fields(batch: Any, fn: Callable[[Any, str], Any], path: str = "batch") -
     return batch
 
 
-def batch_size(batch: Any) -> int | None:
+def sample_count(batch: Any) -> int | None:
     """The common leading size of every batch field, or ``None`` if the batch has no batch field.
 
     Raises:
