@@ -4,14 +4,12 @@ Wrap a loader so that it yields only the samples that still teach the model some
 
     loader = SBLoader(train_loader, model, F.cross_entropy, keep=0.5)
 
-API: the names in ``__all__`` below (every public class and function, importable from here), the front-end modules
-``sbdata.nodes`` (the torchdata stage ``SBSelector``) and ``sbdata.wds`` (the WebDataset stage ``sb_select``), and
-the surfaces (``__all__``) of the folders: ``sbdata.policies`` (the policy contract, the built-in policies, the
-sampling helpers and ``POLICIES``), ``sbdata.auto`` (``Auto``, the trials and the gain estimate as pure functions),
-``sbdata.distributed`` (``Lockstep`` and the collectives), ``sbdata.pruning`` (``PruningSampler`` and its rules),
-``sbdata.tasks`` (``causal_lm``, ``sequence_classification``, ``token_classification``, ``pad_right``) and
-``sbdata.integrations.lightning``, ``.accelerate`` and ``.transformers``. The lower layers' surfaces
-(``sbdata.batch``, ``sbdata.scoring``, ``sbdata.cache``, ``sbdata.engine``) serve the layers above them; a module
+The user's API: the names in ``__all__`` below (a reviewed list; ``tests/checks/test_exported_members.py`` checks it
+against what this module defines), and the surfaces of ``sbdata.policies`` (writing a policy), ``sbdata.pruning``
+(the sampler's rules), ``sbdata.tasks`` (losses of language and token tasks), ``sbdata.nodes`` (the torchdata stage),
+``sbdata.wds`` (the WebDataset stage) and ``sbdata.integrations.lightning``, ``.accelerate`` and ``.transformers``.
+The other folders' surfaces (``batch``, ``scoring``, ``cache``, ``distributed``, ``auto``, ``engine``, ``advice``,
+``_front``) serve the layers above them and the benchmarks, not users: what a user needs of them is here. A module
 whose name starts with an underscore is private to its folder. Importing ``sbdata`` imports none of torchdata,
 webdataset, Lightning, Accelerate or Transformers. ``docs/design.md`` draws the tree and its layers.
 """
@@ -21,17 +19,15 @@ from sbdata.auto import Auto, CostTable
 from sbdata.batch import KeptColumn
 from sbdata.cache import LossCache, with_index
 from sbdata.collate import SBCollator
-from sbdata.engine import EngineOptions, LossFn, PolicyArg, SBStats, Schedule, SelectionEngine
+from sbdata.engine import EngineOptions, SBStats, Schedule, SelectionEngine
 from sbdata.functional import select_using_loss, should_selective_backprop
 from sbdata.loader import SBLoader
 from sbdata.policies import (
     HistoryPercentile,
     ImportanceDraw,
-    PolicyOptions,
     RandomK,
     RankWeighted,
     ReducibleSelect,
-    ScoreContext,
     Selection,
     SelectionPolicy,
     TopK,
@@ -50,9 +46,6 @@ __all__ = [
     "ImportanceDraw",
     "KeptColumn",
     "LossCache",
-    "LossFn",
-    "PolicyArg",
-    "PolicyOptions",
     "PruningSampler",
     "RandomK",
     "RankWeighted",
@@ -61,7 +54,6 @@ __all__ = [
     "SBLoader",
     "SBStats",
     "Schedule",
-    "ScoreContext",
     "Selection",
     "SelectionEngine",
     "SelectionPolicy",

@@ -18,7 +18,7 @@ from sbdata.engine import EngineOptions, LossFn, SelectionEngine
 __all__ = ["SBLoader"]
 
 
-def set_epoch_on(loader: Any, epoch: int) -> None:
+def _set_epoch_on(loader: Any, epoch: int) -> None:
     """Call ``set_epoch(epoch)`` on the loader, or else on its sampler, batch sampler and dataset that have one."""
     if callable(getattr(loader, "set_epoch", None)):
         loader.set_epoch(epoch)
@@ -236,7 +236,7 @@ class SBLoader(EngineFront):
 
     def set_epoch(self, epoch: int) -> None:
         """Pass ``set_epoch`` on to the wrapped loader, or its sampler, batch sampler and dataset."""
-        set_epoch_on(self.loader, epoch)
+        _set_epoch_on(self.loader, epoch)
 
     def _loader_state(self) -> Any:
         """The wrapped loader's state, or None when it has none; one that raises or returns something other than a

@@ -1,12 +1,12 @@
 """``advise``: what selection and a smaller batch can do on the user's run: priced as a range from a few measured
-steps of the user's own model, and, with the user's optimizer, measured on a branch trial of every option."""
+steps of the user's own model, and, with the user's optimizer, measured on a branch trial of every option.
 
-from sbdata.advice._advise import Advice, advise
-from sbdata.advice._branch import Curve, measured_speedup
+Not user API: this surface serves the layers above it and the benchmarks (a user imports what they need of it from
+``sbdata``). Its ``__all__`` is the sum of its private modules' ``__all__``.
+"""
 
-__all__ = [
-    "Advice",
-    "Curve",
-    "advise",
-    "measured_speedup",
-]
+from sbdata.advice import _advise, _branch
+from sbdata.advice._advise import *
+from sbdata.advice._branch import *
+
+__all__ = _advise.__all__ + _branch.__all__

@@ -2,48 +2,14 @@
 (:func:`trial_order`, :func:`fit_progress`, :func:`verdict`), and the gain estimate that predicts it (``tau``, the
 speed-ups, :class:`CostTable`), all as pure functions. The controller that applies them lives in the engine
 (``sbdata.engine``).
+
+Not user API: this surface serves the layers above it and the benchmarks (a user imports what they need of it from
+``sbdata``). Its ``__all__`` is the sum of its private modules' ``__all__``.
 """
 
-from sbdata.auto._gain import (
-    CostTable,
-    StepPrice,
-    best_keep,
-    effective_batch,
-    keep_grid,
-    pool_speedup,
-    progress,
-    score_share,
-    score_sums,
-    shrink_speedup,
-    small_batch_speedup,
-    speedup_range,
-    tau,
-    tau_from_sums,
-)
-from sbdata.auto._settings import Auto, Keep
-from sbdata.auto._trials import Progress, Verdict, exposures, fit_progress, trial_order, verdict
+from sbdata.auto import _gain, _settings, _trials
+from sbdata.auto._gain import *
+from sbdata.auto._settings import *
+from sbdata.auto._trials import *
 
-__all__ = [
-    "Auto",
-    "CostTable",
-    "Keep",
-    "Progress",
-    "StepPrice",
-    "Verdict",
-    "best_keep",
-    "effective_batch",
-    "exposures",
-    "fit_progress",
-    "keep_grid",
-    "pool_speedup",
-    "progress",
-    "score_share",
-    "score_sums",
-    "shrink_speedup",
-    "small_batch_speedup",
-    "speedup_range",
-    "tau",
-    "tau_from_sums",
-    "trial_order",
-    "verdict",
-]
+__all__ = _gain.__all__ + _settings.__all__ + _trials.__all__

@@ -27,18 +27,11 @@ from sbdata.policies import keep_count
 
 __all__ = [
     "CostTable",
-    "StepPrice",
-    "best_keep",
-    "effective_batch",
-    "keep_grid",
-    "pool_speedup",
-    "progress",
     "score_share",
     "score_sums",
     "shrink_speedup",
     "small_batch_speedup",
     "speedup_range",
-    "tau",
     "tau_from_sums",
 ]
 

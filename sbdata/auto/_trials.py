@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Progress", "Verdict", "exposures", "fit_progress", "trial_order", "verdict"]
+__all__ = ["fit_progress", "trial_order", "verdict"]
 
 RATIO_ERRORS = 2.0  # plain's progress must clear zero by this many standard errors for a speed-up ratio
 

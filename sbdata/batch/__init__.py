@@ -2,41 +2,15 @@
 subset lazily (:class:`KeptColumn`), the ``weights_only`` codec for held batches, and host copies that never wait.
 
 The bottom layer of sbdata: it imports nothing else of the package but :mod:`sbdata._util`.
+
+Not user API: this surface serves the layers above it and the benchmarks (a user imports what they need of it from
+``sbdata``). Its ``__all__`` is the sum of its private modules' ``__all__``.
 """
 
-from sbdata.batch._codec import decode, encode
-from sbdata.batch._column import KeptColumn, join_columns
-from sbdata.batch._hostcopy import HostCopy, upload
-from sbdata.batch._structure import (
-    Indexer,
-    as_tensor,
-    concat,
-    default_split,
-    fields,
-    is_batch_field,
-    map_fields,
-    sample_count,
-    select,
-    take,
-    to_device,
-)
+from sbdata.batch import _codec, _column, _hostcopy, _structure
+from sbdata.batch._codec import *
+from sbdata.batch._column import *
+from sbdata.batch._hostcopy import *
+from sbdata.batch._structure import *
 
-__all__ = [
-    "HostCopy",
-    "Indexer",
-    "KeptColumn",
-    "as_tensor",
-    "concat",
-    "decode",
-    "default_split",
-    "encode",
-    "fields",
-    "is_batch_field",
-    "join_columns",
-    "map_fields",
-    "sample_count",
-    "select",
-    "take",
-    "to_device",
-    "upload",
-]
+__all__ = _codec.__all__ + _column.__all__ + _hostcopy.__all__ + _structure.__all__

@@ -17,7 +17,7 @@ from typing import Any, overload
 
 import torch
 
-__all__ = ["KeptColumn", "join_columns"]
+__all__ = ["KeptColumn"]
 
 
 class KeptColumn(Sequence[Any]):

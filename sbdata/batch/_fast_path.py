@@ -13,17 +13,6 @@ from typing import Any
 
 import torch
 
-__all__ = [
-    "RAGGED_FIX",
-    "SEQUENCES",
-    "disagree",
-    "pair_group",
-    "sequence_select",
-    "sequence_size",
-    "sequence_to_device",
-    "tensor_sequence",
-]
-
 RAGGED_FIX = (
     "a list or tuple that holds tensors or arrays is a group of fields, each with one row per sample, while a "
     "column (one item per sample, subset as a whole) holds no tensor or array: pad per-sample tensors of different "

@@ -36,6 +36,8 @@ from sbdata.batch._fast_path import (
     tensor_sequence,
 )
 
+__all__ = ["as_tensor", "concat", "default_split", "map_fields", "sample_count", "select", "take", "to_device"]
+
 
 def _is_namedtuple(obj: Any) -> bool:
     return isinstance(obj, tuple) and hasattr(obj, "_fields")

@@ -7,7 +7,7 @@ from typing import Any
 
 from torch.utils.data import Dataset
 
-__all__ = ["IndexedDataset", "with_index"]
+__all__ = ["with_index"]
 
 
 class IndexedDataset(Dataset):

@@ -20,8 +20,6 @@ import torch
 
 from sbdata.batch import HostCopy
 
-__all__ = ["SHIP_EVERY", "InFlight", "Observation"]
-
 SHIP_EVERY = 64  # observations whose ids travel to the host in one copy
 
 

@@ -24,8 +24,6 @@ import torch
 from sbdata.batch import KeptColumn, upload
 from sbdata.cache._inflight import InFlight, Observation
 
-__all__ = ["DenseTable", "KeyedTable", "LossTable"]
-
 HostIds = TypeVar("HostIds")  # one batch's ids on the host: an int array (dense) or a list of keys (keyed)
 
 

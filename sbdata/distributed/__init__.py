@@ -3,36 +3,13 @@ uses; see ``docs/distributed.md``.
 
 :class:`Lockstep` drives anything that has the :class:`LockstepDriven` methods (the engine does); it imports no
 engine.
+
+Not user API: this surface serves the layers above it and the benchmarks (a user imports what they need of it from
+``sbdata``). Its ``__all__`` is the sum of its private modules' ``__all__``.
 """
 
-from sbdata.distributed._collectives import (
-    SYNC_MODES,
-    gather_padded,
-    in_job,
-    joined_late,
-    lockstep_group,
-    merge_latest,
-    rank_and_world,
-    reduce_min,
-    reduce_sum,
-    scoring_module,
-    takes_cpu_tensors,
-)
-from sbdata.distributed._lockstep import Lockstep, LockstepDriven, make_lockstep
+from sbdata.distributed import _collectives, _lockstep
+from sbdata.distributed._collectives import *
+from sbdata.distributed._lockstep import *
 
-__all__ = [
-    "SYNC_MODES",
-    "Lockstep",
-    "LockstepDriven",
-    "gather_padded",
-    "in_job",
-    "joined_late",
-    "lockstep_group",
-    "make_lockstep",
-    "merge_latest",
-    "rank_and_world",
-    "reduce_min",
-    "reduce_sum",
-    "scoring_module",
-    "takes_cpu_tensors",
-]
+__all__ = _collectives.__all__ + _lockstep.__all__

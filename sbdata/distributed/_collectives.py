@@ -13,19 +13,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-__all__ = [
-    "SYNC_MODES",
-    "gather_padded",
-    "in_job",
-    "joined_late",
-    "lockstep_group",
-    "merge_latest",
-    "rank_and_world",
-    "reduce_min",
-    "reduce_sum",
-    "scoring_module",
-    "takes_cpu_tensors",
-]
+__all__ = ["in_job", "joined_late", "merge_latest", "rank_and_world", "scoring_module"]
 
 SYNC_MODES = ("local", "global")
 

@@ -16,7 +16,7 @@ import torch.distributed as dist
 import sbdata.batch as _batch
 from sbdata.distributed import _collectives as _dist
 
-__all__ = ["Lockstep", "LockstepDriven", "make_lockstep"]
+__all__ = ["make_lockstep"]
 
 _NO_BATCH = object()
 _NO_SIZE = 2**62  # stands in for the batch size of a rank without a batch, so it never lowers the minimum

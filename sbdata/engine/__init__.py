@@ -1,44 +1,15 @@
 """The selection engine: the one place where loader batches are scored, selected, pooled and emitted; its typed
 options, the schedule, the statistics, and (internal) its parts: passes, intake, the SB step, the emitter and pool,
 the non-finite check, and ``keep="auto"``'s controller and cost meter. See ``docs/design.md``.
+
+Not user API: this surface serves the layers above it and the benchmarks (a user imports what they need of it from
+``sbdata``). Its ``__all__`` is the sum of its private modules' ``__all__``.
 """
 
-from sbdata.engine._engine import SelectionEngine
-from sbdata.engine._options import (
-    EngineOptions,
-    ForwardFn,
-    IdKey,
-    KeepArg,
-    LossFn,
-    NanPolicy,
-    PolicyArg,
-    PolicyName,
-    ReduceFn,
-    ScoreMode,
-    ScoreName,
-    SplitFn,
-    SyncMode,
-)
-from sbdata.engine._schedule import Schedule, should_selective_backprop
-from sbdata.engine._stats import LAZY_STEPS, SBStats
+from sbdata.engine import _engine, _options, _schedule, _stats
+from sbdata.engine._engine import *
+from sbdata.engine._options import *
+from sbdata.engine._schedule import *
+from sbdata.engine._stats import *
 
-__all__ = [
-    "LAZY_STEPS",
-    "EngineOptions",
-    "ForwardFn",
-    "IdKey",
-    "KeepArg",
-    "LossFn",
-    "NanPolicy",
-    "PolicyArg",
-    "PolicyName",
-    "ReduceFn",
-    "SBStats",
-    "Schedule",
-    "ScoreMode",
-    "ScoreName",
-    "SelectionEngine",
-    "SplitFn",
-    "SyncMode",
-    "should_selective_backprop",
-]
+__all__ = _engine.__all__ + _options.__all__ + _schedule.__all__ + _stats.__all__

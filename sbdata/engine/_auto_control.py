@@ -26,8 +26,6 @@ from sbdata.batch import HostCopy
 from sbdata.engine._cost_meter import CostMeter
 from sbdata.policies import keep_count
 
-__all__ = ["AutoController", "Route"]
-
 SUMS = 6  # per measured part: quality sum and count; the SB steps' score sum, sum of squares, count; SB steps
 
 

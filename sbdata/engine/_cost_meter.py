@@ -21,8 +21,6 @@ import torch
 
 from sbdata.auto import CostTable
 
-__all__ = ["MAX_SIZES", "CostMeter"]
-
 MAX_SIZES = 16  # distinct batch sizes remembered per kind; more (e.g. many short last batches) are not recorded
 WINDOW = 32  # recent calls per size whose median is the estimate
 MIN_CALLS = 4  # calls of a size before it enters a fit (once no size has that many, the best-measured one serves)

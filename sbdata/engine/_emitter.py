@@ -11,8 +11,6 @@ import sbdata.batch as _batch
 from sbdata.batch import decode, encode
 from sbdata.engine._pool import Pool
 
-__all__ = ["Emitter"]
-
 
 class Emitter:
     """Turns what the engine keeps into output batches and holds them until they are handed on.

@@ -9,8 +9,6 @@ import torch
 
 from sbdata.batch import HostCopy
 
-__all__ = ["CHECK_EVERY", "FiniteCheck"]
-
 CHECK_EVERY = 8  # SB steps checked by one flag
 MAX_PENDING = 8  # flags that may be in flight before the oldest is waited for
 

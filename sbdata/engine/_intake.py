@@ -17,8 +17,6 @@ from sbdata.engine._sb_step import SBStep
 from sbdata.engine._schedule import Schedule
 from sbdata.engine._stats import StatsTracker
 
-__all__ = ["Intake"]
-
 
 class Intake:
     """Processes one loader batch for a :class:`~sbdata.SelectionEngine` (its ``push``); see ``docs/design.md``.

@@ -19,25 +19,7 @@ from sbdata.cache import LossCache
 from sbdata.engine._schedule import Schedule
 from sbdata.policies import SelectionPolicy
 
-__all__ = [
-    "EngineOptions",
-    "ForwardFn",
-    "IdKey",
-    "KeepArg",
-    "LossFn",
-    "NanPolicy",
-    "PolicyArg",
-    "PolicyName",
-    "ReduceFn",
-    "ScoreMode",
-    "ScoreName",
-    "SplitFn",
-    "SyncMode",
-    "check_engine_options",
-    "check_fingerprint",
-    "fingerprint",
-    "make_generator",
-]
+__all__ = ["EngineOptions", "LossFn"]
 
 LossFn: TypeAlias = Callable[..., torch.Tensor] | nn.Module
 """A per-sample loss: called as ``loss_fn(outputs, targets, reduction="none")``, or a loss module."""

@@ -7,8 +7,6 @@ from typing import Any
 
 from sbdata.batch import decode, encode
 
-__all__ = ["Passes"]
-
 
 class Passes:
     """Counts loader batches, epochs and passes for a :class:`~sbdata.SelectionEngine`, and decides resumption.

@@ -6,8 +6,6 @@ from typing import Any
 
 from sbdata.batch import concat, take
 
-__all__ = ["Pool"]
-
 
 class Pool:
     """Holds kept samples, on the scoring device, until they fill an output batch of ``batch_size``.

@@ -25,8 +25,6 @@ from sbdata.policies import (
 )
 from sbdata.scoring import Scorer, dropout_seed
 
-__all__ = ["NAN_POLICIES", "Kept", "SBStep"]
-
 NAN_POLICIES = ("raise", "drop", "keep")
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["LAZY_STEPS", "SBStats", "StatsTracker"]
+__all__ = ["SBStats"]
 
 LAZY_STEPS = 16  # SB steps whose loss sums are added up in one go
 

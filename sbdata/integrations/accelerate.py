@@ -76,7 +76,7 @@ def _seed_the_shuffle(loader: Any) -> None:
         base.generator = made
 
 
-def resume_in_place(sb: SBLoader, num_batches: int) -> SBLoader:
+def _resume_in_place(sb: SBLoader, num_batches: int) -> SBLoader:
     """``accelerator.skip_first_batches(sb, num_batches)`` for a wrapped loader: ``sb`` itself, whose loaded state
     continues the epoch exactly, after checking that it stands ``num_batches`` batches into it.
 
@@ -112,7 +112,7 @@ def _hand_back_on_skip(accelerator: Any, sb: SBLoader) -> None:
 
     def skip_first_batches(dataloader: Any, num_batches: int = 0) -> Any:
         if dataloader is sb:
-            return resume_in_place(sb, num_batches)
+            return _resume_in_place(sb, num_batches)
         return stock(dataloader, num_batches)
 
     accelerator.skip_first_batches = skip_first_batches

@@ -39,7 +39,7 @@ from sbdata.loader import SBLoader
 __all__ = ["SBStatsCallback", "SBTrainer", "trainer_schedule"]
 
 
-def stats_logs(sb: SBLoader, prefix: str = "sb/") -> dict[str, float]:
+def _stats_logs(sb: SBLoader, prefix: str = "sb/") -> dict[str, float]:
     """The selection statistics worth a log line, keyed ``sb/<name>`` (reading them costs one host sync)."""
     stats = sb.stats
     return {
@@ -63,7 +63,7 @@ class SBStatsCallback(TrainerCallback):
         sb = self.sb if self.sb is not None else kwargs.get("train_dataloader")
         if logs is None or not isinstance(sb, SBLoader) or "loss" not in logs:
             return
-        extra = stats_logs(sb)
+        extra = _stats_logs(sb)
         logs.update(extra)
         if state.log_history and state.log_history[-1].get("step") == state.global_step:
             state.log_history[-1].update(extra)

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-__all__ = ["FLOOR", "gumbel_top_k", "importance_log_weights", "rank_log_weights"]
+__all__ = ["gumbel_top_k", "rank_log_weights"]
 
 
 def rank_log_weights(scores: torch.Tensor, keep: float) -> torch.Tensor:

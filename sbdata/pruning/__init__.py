@@ -1,11 +1,10 @@
-"""Epoch-level pruning from cached losses: :class:`PruningSampler` and its rules as pure functions."""
+"""Epoch-level pruning from cached losses: :class:`PruningSampler` and its rules as pure functions.
 
-from sbdata.pruning._rules import below_percentile, infobatch, random_like_infobatch
-from sbdata.pruning._sampler import PruningSampler
+User API. Its ``__all__`` is the sum of its private modules' ``__all__``.
+"""
 
-__all__ = [
-    "PruningSampler",
-    "below_percentile",
-    "infobatch",
-    "random_like_infobatch",
-]
+from sbdata.pruning import _rules, _sampler
+from sbdata.pruning._rules import *
+from sbdata.pruning._sampler import *
+
+__all__ = _rules.__all__ + _sampler.__all__

@@ -1,14 +1,12 @@
 """The scoring pass: per-sample scores of the live model with no side effects (modes, RNG and BatchNorm statistics
 restored), by loss or by the norm of the loss's gradient with respect to the outputs.
+
+Not user API: this surface serves the layers above it and the benchmarks (a user imports what they need of it from
+``sbdata``). Its ``__all__`` is the sum of its private modules' ``__all__``.
 """
 
-from sbdata.scoring._gradnorm import SCORES
-from sbdata.scoring._scorer import SCORE_MODES, Scorer, dropout_seed, per_sample_loss_fn
+from sbdata.scoring import _gradnorm, _scorer
+from sbdata.scoring._gradnorm import *
+from sbdata.scoring._scorer import *
 
-__all__ = [
-    "SCORES",
-    "SCORE_MODES",
-    "Scorer",
-    "dropout_seed",
-    "per_sample_loss_fn",
-]
+__all__ = _gradnorm.__all__ + _scorer.__all__

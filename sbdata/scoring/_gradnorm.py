@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["SCORES", "autograd_gradnorm", "closed_form_ignore_index", "cross_entropy_gradnorm", "gradnorm"]
+__all__ = []
 
 SCORES = ("loss", "gradnorm")
 """What the scoring pass measures per sample: the loss, or the norm of its gradient with respect to the outputs."""

@@ -15,7 +15,7 @@ from torch import nn
 from sbdata.batch import as_tensor, map_fields
 from sbdata.scoring._gradnorm import SCORES, closed_form_ignore_index, gradnorm
 
-__all__ = ["SCORE_MODES", "Scorer", "dropout_seed", "per_sample_loss_fn"]
+__all__ = ["Scorer", "dropout_seed", "per_sample_loss_fn"]
 
 _INTERPOLATION = {3: "linear", 4: "bilinear", 5: "trilinear"}
 SCORE_MODES = ("eval", "train")

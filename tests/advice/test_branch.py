@@ -10,8 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from sbdata import CostTable, advise
-from sbdata.advice import Curve, measured_speedup
-from sbdata.advice._branch import Arm, Branch, paired_se, reach_time
+from sbdata.advice._branch import Arm, Branch, Curve, measured_speedup, paired_se, reach_time
 from sbdata.scoring import Scorer
 
 FE = CostTable.forward_equivalents()  # a scored sample costs 1, a trained one 3

@@ -5,20 +5,8 @@ import math
 import pytest
 import torch
 
-from sbdata.auto import (
-    CostTable,
-    best_keep,
-    effective_batch,
-    keep_grid,
-    pool_speedup,
-    progress,
-    score_sums,
-    shrink_speedup,
-    small_batch_speedup,
-    speedup_range,
-    tau,
-    tau_from_sums,
-)
+from sbdata.auto import CostTable, score_sums, shrink_speedup, small_batch_speedup, speedup_range, tau_from_sums
+from sbdata.auto._gain import best_keep, effective_batch, keep_grid, pool_speedup, progress, tau
 
 FE = CostTable.forward_equivalents()  # score 1 per sample, train 3 per sample, no fixed costs
 
@@ -151,7 +139,7 @@ def test_cost_table_fit_and_checks():
 
 def test_the_one_price_of_a_selection_step():
     # issue 41: every reader prices an SB step through CostTable.selection_step / pooled_step
-    from sbdata.auto import StepPrice
+    from sbdata.auto._gain import StepPrice
 
     costs = CostTable(score_per_sample=1.0, train_per_sample=3.0, score_fixed=2.0, train_fixed=5.0, overhead=0.5)
     price = costs.selection_step(16, 4)

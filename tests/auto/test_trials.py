@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from sbdata.auto import Progress, exposures, fit_progress, trial_order, verdict
+from sbdata.auto import fit_progress, trial_order, verdict
+from sbdata.auto._trials import Progress, exposures
 
 
 def test_trial_order_is_a_palindrome_of_cycles():

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from sbdata import KeptColumn
-from sbdata.batch import decode, encode, join_columns
+from sbdata.batch import decode, encode
+from sbdata.batch._structure import join_columns
 from tests.helpers import roundtrip
 
 KEYS = ["k0", "k1", "k2", "k3", "k4"]

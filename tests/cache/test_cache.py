@@ -6,7 +6,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from sbdata import LossCache, SBCollator, SBLoader, SelectionEngine, with_index
-from sbdata.cache import REFRESH
+from sbdata.cache._cache import REFRESH
 from tests.helpers import OracleModel, ce, check_save_load, ids_of, oracle_batch, roundtrip
 
 LOSSES = [0.3, 2.5, 0.1, 1.7, 0.9, 3.2, 0.4, 2.2, 1.1, 0.6, 2.9, 0.2, 1.4, 0.8, 2.0, 0.5]
@@ -197,7 +197,8 @@ def test_observe_reaches_the_cache_through_the_node_and_the_stage():
 
 
 def test_bucket_sizes_round_stale_counts_up_to_a_few_sizes():
-    from sbdata.cache import BUCKETS, bucket_size
+    from sbdata.cache import BUCKETS
+    from sbdata.cache._cache import bucket_size
 
     assert BUCKETS == 4
     assert [bucket_size(m, 256, 256) for m in (0, 1, 64, 65, 129, 200, 256)] == [0, 64, 64, 128, 192, 256, 256]

@@ -62,7 +62,7 @@ def test_nan_policy_keep_keeps_the_stats_finite_for_the_rest_of_the_run():
 
 def test_lazily_summed_steps_match_the_step_by_step_sums():
     """LAZY_STEPS steps of one shape are summed from one table, steps of mixed shapes one by one: same sums."""
-    from sbdata.engine import LAZY_STEPS
+    from sbdata.engine._stats import LAZY_STEPS
 
     nan, inf = float("nan"), float("inf")
     uniform = [(torch.tensor([1.0, nan, 3.0, 4.0 + s, inf]), torch.tensor([1, 3, 4])) for s in range(LAZY_STEPS)]
@@ -82,7 +82,7 @@ def test_lazily_summed_steps_match_the_step_by_step_sums():
 
 def test_restore_counters_undoes_a_step_that_summed_the_pending_ones():
     """The snapshot taken before a batch restores the stats even when that batch triggered the lazy sum."""
-    from sbdata.engine import LAZY_STEPS
+    from sbdata.engine._stats import LAZY_STEPS
 
     tracker, reference = StatsTracker(), StatsTracker()
     for step in range(LAZY_STEPS - 1):

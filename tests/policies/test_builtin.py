@@ -221,28 +221,29 @@ def test_built_in_policies_declare_their_contract():
 
 def test_a_third_party_policy_needs_only_public_names_and_gets_typed_options():
     import sbdata
+    from sbdata import policies  # the policy writer's surface
 
     seen = []
 
-    class Every2nd(sbdata.SelectionPolicy):  # sbdata's public names only
+    class Every2nd(policies.SelectionPolicy):  # the public names of sbdata.policies only
         fixed_count = False
         weighted = False
 
-        def bind(self, options: sbdata.PolicyOptions) -> None:
+        def bind(self, options: policies.PolicyOptions) -> None:
             seen.append(options)
 
-        def adjust(self, losses: torch.Tensor, context: sbdata.ScoreContext) -> torch.Tensor:
+        def adjust(self, losses: torch.Tensor, context: policies.ScoreContext) -> torch.Tensor:
             assert context.batch_size == losses.shape[0]
             return losses
 
         def select(self, scores, keep, generator):
             index = torch.arange(0, scores.shape[0], 2, device=scores.device)
-            return sbdata.Selection(index, None, index.shape[0] / scores.shape[0])
+            return policies.Selection(index, None, index.shape[0] / scores.shape[0])
 
     from tests.helpers import OracleModel, ce, ids_of, oracle_batch
 
     sb = sbdata.SBLoader([oracle_batch(range(6))], OracleModel([1.0] * 6), ce, keep=0.5, policy=Every2nd())
     assert [ids_of(out) for out in sb] == [[0, 2, 4]]
-    assert seen == [sbdata.PolicyOptions(0.5, True, False, None, torch.device("cpu"))]
+    assert seen == [policies.PolicyOptions(0.5, True, False, None, torch.device("cpu"))]
     with pytest.raises(dataclasses.FrozenInstanceError):
         seen[0].keep = 0.25  # type: ignore[misc]

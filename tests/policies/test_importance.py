@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from sbdata import ImportanceDraw, LossCache, SBLoader, SelectionEngine, keep_count
-from sbdata.policies import FLOOR, POLICIES, importance_log_weights
+from sbdata.policies import POLICIES
+from sbdata.policies._sampling import FLOOR, importance_log_weights
 from sbdata.scoring import Scorer, _gradnorm
 from sbdata.scoring._gradnorm import autograd_gradnorm, closed_form_ignore_index, cross_entropy_gradnorm
 from tests.checks.test_syncs import SyncCounter
