@@ -22,6 +22,7 @@ from sbdata import (
     keep_count,
     with_index,
 )
+from sbdata.advice import Candidates, Measurement, Training
 from sbdata.auto import Auto, CostTable, shrink_speedup, trial_order
 from sbdata.cache import BUCKETS
 from sbdata.tasks import causal_lm
@@ -29,13 +30,16 @@ from sbdata.tasks import causal_lm
 __all__ = [
     "BUCKETS",
     "Auto",
+    "Candidates",
     "CostTable",
     "HistoryPercentile",
     "LossCache",
+    "Measurement",
     "PruningSampler",
     "ReducibleSelect",
     "SBLoader",
     "Schedule",
+    "Training",
     "advise",
     "auto_decisions",
     "causal_lm",

@@ -161,7 +161,7 @@ EXPORTED = {
         "warn_if_other_rank",
         "warn_if_unsharded",
     ],
-    "sbdata.advice": ["Advice", "Curve", "advise", "measured_speedup"],
+    "sbdata.advice": ["Advice", "Candidates", "Curve", "Measurement", "Training", "advise", "measured_speedup"],
     "sbdata.pruning": ["PruningSampler", "below_percentile", "infobatch", "random_like_infobatch"],
     "sbdata.tasks": ["causal_lm", "logits_of", "pad_right", "sequence_classification", "token_classification"],
     "sbdata.loader": ["SBLoader"],
