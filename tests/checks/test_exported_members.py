@@ -78,7 +78,16 @@ EXPORTED = {
         "rank_log_weights",
         "resolve_policy",
     ],
-    "sbdata.scoring": ["SCORES", "SCORE_MODES", "Scorer", "dropout_seed", "per_sample_loss_fn"],
+    "sbdata.scoring": [
+        "SCORES",
+        "SCORE_MODES",
+        "Scorer",
+        "TwoWays",
+        "compare",
+        "dropout_seed",
+        "per_sample_loss_fn",
+        "score_two_ways",
+    ],
     "sbdata.cache": [
         "BUCKETS",
         "REFRESH",
