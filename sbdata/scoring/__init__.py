@@ -5,15 +5,17 @@ restored), by loss or by the norm of the loss's gradient with respect to the out
 
 from sbdata.scoring._gradnorm import SCORES
 from sbdata.scoring._scorer import SCORE_MODES, Scorer, dropout_seed, per_sample_loss_fn
-from sbdata.scoring._two_ways import TwoWays, compare, score_two_ways
+from sbdata.scoring._two_ways import MODE_RATIO_LIMIT, TwoWays, compare, has_running_stats, score_two_ways
 
 __all__ = [
+    "MODE_RATIO_LIMIT",
     "SCORES",
     "SCORE_MODES",
     "Scorer",
     "TwoWays",
     "compare",
     "dropout_seed",
+    "has_running_stats",
     "per_sample_loss_fn",
     "score_two_ways",
 ]

@@ -3,7 +3,7 @@
 Two scoring settings (low-precision autocast against full precision; eval-mode against train-mode BatchNorm
 statistics), or the scoring pass against the training losses a user observed, give two per-sample score vectors of
 one batch. :func:`compare` is the pure maths on two vectors: the share of the samples top-k would keep under the
-first that it also keeps under the second, ``|A ∩ B| / k``, and the median of the per-sample ratios.
+first that it also keeps under the second, ``|A ∩ B| / k``, and the ratio of their means.
 :func:`score_two_ways` runs both scoring passes (each side-effect free: modes, buffers and RNGs restored, no
 gradients) and compares them. Everything stays on the device: nothing is read on the host unless the caller reads
 it (e.g. through :class:`~sbdata.batch.HostCopy`).
@@ -19,9 +19,24 @@ from torch import nn
 from sbdata.policies import keep_count
 from sbdata.scoring._scorer import Scorer
 
-__all__ = ["TwoWays", "compare", "score_two_ways"]
+__all__ = ["MODE_RATIO_LIMIT", "TwoWays", "compare", "has_running_stats", "score_two_ways"]
 
 _TINY = 1e-12  # the smallest denominator of a ratio (a loss of exactly 0)
+MODE_RATIO_LIMIT = 3.0
+"""Above this ratio of the mean eval-mode scoring loss to the mean train-mode (training) loss of the same samples,
+sbdata says that the running statistics are far off and names ``score_mode="train"`` (three times the model's own
+loss: far beyond the few per cent an optimizer step or dropout moves it; with far-off statistics the logits grow
+large, and the mean, unlike a median, counts the samples they make confidently wrong)."""
+
+
+def has_running_stats(model: nn.Module) -> bool:
+    """Whether any module of ``model`` normalises with running statistics in eval mode (BatchNorm and its kin: a
+    ``running_mean`` buffer and ``track_running_stats``), so that eval-mode and train-mode scores can differ far."""
+    return any(
+        getattr(module, "track_running_stats", False)
+        and isinstance(getattr(module, "running_mean", None), torch.Tensor)
+        for module in model.modules()
+    )
 
 
 class TwoWays(NamedTuple):
@@ -33,14 +48,14 @@ class TwoWays(NamedTuple):
         agreement: 0-dim float32 tensor: ``|A ∩ B| / k``, where A and B are the ``k = keep_count(keep, N)``
             samples with the highest first and second scores (1.0: top-k keeps the same samples either way; for
             an empty batch, 1.0). Non-finite scores rank as the highest, as ``nan_policy="keep"`` ranks them.
-        median_ratio: 0-dim float32 tensor: the median over the samples of ``first / second`` (denominators below
-            1e-12 raised to it; NaN for an empty batch).
+        ratio: 0-dim float32 tensor: ``mean(first) / mean(second)`` over the samples finite in both (a denominator
+            below 1e-12 raised to it; NaN for an empty batch or none finite).
     """
 
     first: torch.Tensor
     second: torch.Tensor
     agreement: torch.Tensor
-    median_ratio: torch.Tensor
+    ratio: torch.Tensor
 
 
 def compare(first: torch.Tensor, second: torch.Tensor, keep: float) -> TwoWays:
@@ -72,8 +87,13 @@ def compare(first: torch.Tensor, second: torch.Tensor, keep: float) -> TwoWays:
     chosen = torch.zeros(n, dtype=torch.bool, device=device)
     chosen[a] = True
     agreement = chosen[b].sum(dtype=torch.float32) / k
-    ratio = first.double() / second.to(device).double().clamp(min=_TINY)
-    return TwoWays(first, second, agreement, ratio.median().to(torch.float32))
+    a64, b64 = first.double(), second.to(device).double()
+    finite = torch.isfinite(a64) & torch.isfinite(b64)
+    count = finite.sum(dtype=torch.float64)
+    mean_a = torch.where(finite, a64, 0.0).sum() / count
+    mean_b = torch.where(finite, b64, 0.0).sum() / count
+    ratio = mean_a / mean_b.clamp(min=_TINY)  # 0 / 0 (none finite): NaN
+    return TwoWays(first, second, agreement, ratio.to(torch.float32))
 
 
 def score_two_ways(
