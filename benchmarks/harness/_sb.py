@@ -25,6 +25,7 @@ from sbdata import (
 from sbdata.advice import Candidates, Measurement, Training
 from sbdata.auto import Auto, CostTable, shrink_speedup, trial_order
 from sbdata.cache import BUCKETS
+from sbdata.scoring import Scorer, compare
 from sbdata.tasks import causal_lm
 
 __all__ = [
@@ -39,10 +40,12 @@ __all__ = [
     "ReducibleSelect",
     "SBLoader",
     "Schedule",
+    "Scorer",
     "Training",
     "advise",
     "auto_decisions",
     "causal_lm",
+    "compare",
     "has_auto",
     "has_nodes",
     "has_wds",
