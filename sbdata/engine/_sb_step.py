@@ -183,7 +183,7 @@ class SBStep:
         if self._seeded:  # train-mode dropout, or a policy that may score again: a stream of this step's own
             seed = dropout_seed(self.generator.initial_seed(), step)
         losses = self._score(inputs, targets, n, ids, now, seed)
-        if self.precision.due(self.tracker.sb_steps):  # every autocast_check_every-th SB step (off by default)
+        if self.precision.due(self.tracker.sb_steps):  # every autocast_check_every-th SB step, with autocast_dtype only
             low = losses if self.cache is None else None  # with a cache some losses were not scored: rescore all
             if self.precision.check(low, self.model, inputs, targets, n, self.device, seed, keep):
                 self.scorer = self.precision.scorer  # full precision for the rest of the run
