@@ -31,7 +31,7 @@ from typing import Any
 
 import torch.nn.functional as F
 
-from benchmarks.harness._sb import advise
+from benchmarks.harness._sb import Candidates, Measurement, Training, advise
 from benchmarks.harness.arms import BASELINE
 from benchmarks.harness.branch_trials import FIXED, KEEPS, ORDER, POINTS, STEPS, inputs_targets
 from benchmarks.harness.data import ShuffledBatches, dataset
@@ -67,9 +67,11 @@ def advisor(data: Any, family: str, seed: int, fixed: bool) -> Any:
         out: dict[str, Any] = {"steps": steps}
         for score in SCORES:
             advice = advise(
-                loader, model, F.cross_entropy, steps=steps, keeps=KEEPS, score=score,
-                make_optimizer=user_optimizer(recipe), split=inputs_targets, costs=FIXED if fixed else None,
-                trial_steps=0,  # the priced range only: the branch trial is trial.py's stage
+                loader, model, F.cross_entropy, split=inputs_targets,
+                training=Training(make_optimizer=user_optimizer(recipe)),
+                candidates=Candidates(keeps=KEEPS, score=score),
+                measurement=Measurement(steps=steps, costs=FIXED if fixed else None,
+                                        trial_steps=0),  # the priced range only: the branch trial is trial.py's stage
             )  # fmt: skip
             smaller = [row for row in advice.rows if row["option"].startswith("smaller batch")]
             rows = [row for row in advice.rows if row["keep"] in KEEPS and row not in smaller]

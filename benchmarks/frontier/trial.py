@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.harness._sb import CostTable, advise, causal_lm
+from benchmarks.harness._sb import Candidates, CostTable, Measurement, Training, advise, causal_lm
 from benchmarks.harness.branch_trials import agrees, named, times
 from benchmarks.harness.lm_arms import SequenceBatches
 from benchmarks.harness.lm_train import make_optimizer
@@ -82,8 +82,9 @@ def lm_trial(data: LMMix, suite: Suite, seed: int, *, trial: int, fixed: bool) -
     started = time.perf_counter()
     advice = advise(
         tokens, model, hooks["loss_fn"], split=hooks["split"], forward=hooks["forward"], reduce=hooks["reduce"],
-        steps=min(STEPS, max(4, len(tokens) // 2)), keeps=KEEPS, optimizer=optimizer, trial_steps=trial, probe=probe,
-        costs=FIXED if fixed else None,
+        training=Training(optimizer=optimizer), candidates=Candidates(keeps=KEEPS),
+        measurement=Measurement(steps=min(STEPS, max(4, len(tokens) // 2)), trial_steps=trial, probe=probe,
+                                costs=FIXED if fixed else None),
     )  # fmt: skip
     rows = [{k: v for k, v in row.items() if k != "curve"} for row in advice.trial]
     return {

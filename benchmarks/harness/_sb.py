@@ -22,23 +22,30 @@ from sbdata import (
     keep_count,
     with_index,
 )
+from sbdata.advice import Candidates, Measurement, Training
 from sbdata.auto import Auto, CostTable, shrink_speedup, trial_order
 from sbdata.cache import BUCKETS
+from sbdata.scoring import Scorer, compare
 from sbdata.tasks import causal_lm
 
 __all__ = [
     "BUCKETS",
     "Auto",
+    "Candidates",
     "CostTable",
     "HistoryPercentile",
     "LossCache",
+    "Measurement",
     "PruningSampler",
     "ReducibleSelect",
     "SBLoader",
     "Schedule",
+    "Scorer",
+    "Training",
     "advise",
     "auto_decisions",
     "causal_lm",
+    "compare",
     "has_auto",
     "has_nodes",
     "has_wds",

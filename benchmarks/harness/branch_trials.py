@@ -18,7 +18,7 @@ from typing import Any
 
 import torch.nn.functional as F
 
-from benchmarks.harness._sb import CostTable, advise
+from benchmarks.harness._sb import Candidates, CostTable, Measurement, Training, advise
 from benchmarks.harness.data import ShuffledBatches
 
 POINTS = (0.0, 0.25, 0.5, 0.75)  # shares of the run at which advise is called
@@ -58,8 +58,9 @@ def trialler(
         started = time.perf_counter()
         steps = min(STEPS, max(4, len(loader) // 4))
         advice = advise(
-            loader, model, F.cross_entropy, steps=steps, keeps=KEEPS, optimizer=optimizer, trial_steps=trial,
-            probe=probe, split=inputs_targets, costs=FIXED if fixed else None,
+            loader, model, F.cross_entropy, split=inputs_targets, training=Training(optimizer=optimizer),
+            candidates=Candidates(keeps=KEEPS),
+            measurement=Measurement(steps=steps, trial_steps=trial, probe=probe, costs=FIXED if fixed else None),
         )  # fmt: skip
         rows = [{k: v for k, v in row.items() if k != "curve"}
                 | {"curve": list(zip(row["curve"].seconds, row["curve"].quality, strict=True))}

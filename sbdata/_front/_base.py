@@ -27,7 +27,8 @@ class EngineFront:
         return self.engine.stats
 
     def observe(self, batch: Any, losses: Any) -> None:
-        """Give the training step's per-sample losses for a yielded batch to the cache (see ``LossCache``)."""
+        """Give the training step's per-sample losses for a yielded batch to the engine: the cache (see ``LossCache``)
+        and the scoring-mode check (see ``SelectionEngine.observe``)."""
         flush_deferred_warnings()
         self.engine.observe(batch, losses)
 

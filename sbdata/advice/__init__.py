@@ -1,12 +1,14 @@
 """``advise``: what selection and a smaller batch can do on the user's run: priced as a range from a few measured
-steps of the user's own model, and, with the user's optimizer, measured on a branch trial of every option.
+steps of the user's own model, and, with the user's optimizer, measured on a branch trial of every option. Its
+settings come in three groups: :class:`Training` (how the copies train), :class:`Candidates` (which options) and
+:class:`Measurement` (how it measures).
 
 Not user API: this surface serves the layers above it and the benchmarks (a user imports what they need of it from
 ``sbdata``). Its ``__all__`` is the sum of its private modules' ``__all__``.
 """
 
-from sbdata.advice import _advise, _branch
+from sbdata.advice import _advise, _settings
 from sbdata.advice._advise import *
-from sbdata.advice._branch import *
+from sbdata.advice._settings import *
 
-__all__ = _advise.__all__ + _branch.__all__
+__all__ = _advise.__all__ + _settings.__all__

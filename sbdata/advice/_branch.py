@@ -29,8 +29,6 @@ from sbdata.auto import CostTable
 from sbdata.policies import RandomK, SelectionPolicy, TopK, keep_count
 from sbdata.scoring import Scorer
 
-__all__ = []
-
 ARMS = ("plain", "topk", "random", "small")
 
 

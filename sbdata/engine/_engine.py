@@ -35,6 +35,7 @@ from sbdata.engine._options import (
     SyncMode,
 )
 from sbdata.engine._passes import Passes
+from sbdata.engine._precision import DEFAULT_CHECK_EVERY
 from sbdata.engine._sb_step import SBStep
 from sbdata.engine._schedule import Schedule
 from sbdata.engine._stats import SBStats, StatsTracker
@@ -71,6 +72,7 @@ class SelectionEngine:
         device: torch.device | str | None = None,
         score_mode: ScoreMode = "eval",
         autocast_dtype: torch.dtype | None = None,
+        autocast_check_every: int = DEFAULT_CHECK_EVERY,
         score: ScoreName = "loss",
         split: SplitFn | None = None,
         forward: ForwardFn | None = None,
@@ -120,6 +122,7 @@ class SelectionEngine:
             tracker=self.tracker,
             lockstep=self._lockstep,
             lazy_columns=lazy_columns,
+            autocast_check_every=autocast_check_every,
         )
         self.policy: SelectionPolicy = self.sb_step.policy
         self.batch_size = batch_size
@@ -330,10 +333,14 @@ class SelectionEngine:
         self.emitter.discard_beyond(count)
 
     def observe(self, batch: Any, losses: torch.Tensor) -> None:
-        """Record per-sample losses the training step computed for a yielded ``batch`` into the cache.
+        """Take the per-sample losses the training step computed for a yielded ``batch``.
 
         ``losses`` is ``(B,)`` (e.g. ``F.cross_entropy(model(x), y, reduction="none")``); it is detached and kept on
-        the device, so nothing synchronises. Samples so observed need no rescoring while fresh.
+        the device, so nothing synchronises. With a cache they are recorded into it: samples so observed need no
+        rescoring while fresh. On the first 3 observed batches of a model with BatchNorm-like running statistics
+        scored in eval mode, the batch is also scored and compared with them (one scoring pass each, read once it
+        lands), and sbdata warns once, naming ``score_mode="train"``, when the scoring losses average more than 3x
+        the training losses.
         """
         self.sb_step.observe(batch, losses, self._intake.cache_time())
 

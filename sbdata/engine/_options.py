@@ -59,7 +59,16 @@ class EngineOptions(TypedDict, total=False):
         scale_factor: downsampling of the inputs for scoring only, in (0, 1]. Default 1.
         device: scoring device; None uses the model's. Tensor fields are moved there. Default None.
         score_mode: ``"eval"`` or ``"train"`` (batch statistics, buffers restored). Default ``"eval"``.
-        autocast_dtype: dtype for ``torch.autocast`` around the scoring pass; None disables. Default None.
+        autocast_dtype: dtype for ``torch.autocast`` around the scoring pass (e.g. ``torch.bfloat16``: a cheaper
+            pass); None disables. Checked while it runs (``autocast_check_every``). Default None.
+        autocast_check_every: with ``autocast_dtype``, every this many SB steps one batch is also scored at full
+            precision and the two kept sets compared (``|A ∩ B| / k`` at the step's ``keep``; the first check at
+            SB step ``autocast_check_every``); their running mean is ``stats.precision_agreement``. When it falls
+            below 0.9, sbdata warns once and scores at full precision for the rest of the run
+            (``stats.precision_fallback``, kept in ``state_dict``). Each check costs one more scoring pass (two
+            with a ``cache``), counted in ``stats.samples_checked``; its result is read once it has reached the host
+            (at a later check, on the CPU at once): no synchronisation. An int >= 0; 0 turns the check off.
+            Default 100 (about 1% more scoring).
         score: what the policy ranks each sample by: ``"loss"`` (its per-sample loss) or ``"gradnorm"`` (the L2
             norm of its loss's gradient with respect to the model's outputs, Katharopoulos & Fleuret 2018: one
             ``torch.autograd.grad`` on the detached outputs, no weight gradients; a closed form for plain
@@ -104,6 +113,7 @@ class EngineOptions(TypedDict, total=False):
     device: torch.device | str | None
     score_mode: ScoreMode
     autocast_dtype: torch.dtype | None
+    autocast_check_every: int
     score: ScoreName
     split: SplitFn | None
     forward: ForwardFn | None

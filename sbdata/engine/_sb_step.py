@@ -12,6 +12,8 @@ import sbdata.batch as _batch
 from sbdata.cache import LossCache
 from sbdata.engine._finite import FiniteCheck
 from sbdata.engine._options import make_generator
+from sbdata.engine._precision import DEFAULT_CHECK_EVERY, PrecisionCheck
+from sbdata.engine._score_mode import ScoreModeCheck
 from sbdata.engine._stats import StatsTracker
 from sbdata.policies import (
     PolicyOptions,
@@ -62,6 +64,8 @@ class SBStep:
         lockstep: the engine's coordinator under ``torch.distributed``, or None.
         lazy_columns: list/tuple columns of a subset become :class:`~sbdata.KeptColumn` (no synchronisation)
             instead of lists/tuples (one per SB step that has a column).
+        autocast_check_every: with an ``autocast_dtype`` scorer, SB steps between checks against full precision
+            (:class:`~sbdata.engine._precision.PrecisionCheck`); 0: none.
     """
 
     def __init__(
@@ -83,6 +87,7 @@ class SBStep:
         tracker: StatsTracker,
         lockstep: Any,
         lazy_columns: bool = False,
+        autocast_check_every: int = DEFAULT_CHECK_EVERY,
     ) -> None:
         if nan_policy not in NAN_POLICIES:
             raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
@@ -103,7 +108,9 @@ class SBStep:
                 "(model.to_empty(device=...), then load its weights)"
             )
         self.model = model
-        self.scorer = scorer
+        self.precision = PrecisionCheck(scorer, autocast_check_every, tracker)
+        self.scorer = scorer  # the precision check's scorer of the moment (full precision after a fallback)
+        self.mode_check = ScoreModeCheck(scorer, model, tracker)
         self.keep = keep
         self.keep_given = keep_given
         self.policy = resolve_policy(policy)
@@ -179,6 +186,10 @@ class SBStep:
         if self._seeded:  # train-mode dropout, or a policy that may score again: a stream of this step's own
             seed = dropout_seed(self.generator.initial_seed(), step)
         losses = self._score(inputs, targets, n, ids, now, seed)
+        if self.precision.due(self.tracker.sb_steps):  # every autocast_check_every-th SB step, with autocast_dtype only
+            low = losses if self.cache is None else None  # with a cache some losses were not scored: rescore all
+            if self.precision.check(low, self.model, inputs, targets, n, self.device, seed, keep):
+                self.scorer = self.precision.scorer  # full precision for the rest of the run
         if self._adjusts:
             context = ScoreContext(
                 inputs, targets, ids, n, self.device,
@@ -272,11 +283,11 @@ class SBStep:
             self.cache.settle()
 
     def observe(self, batch: Any, losses: torch.Tensor, now: int) -> None:
-        """Record per-sample training losses of a yielded ``batch`` into the cache (detached, no sync); refused
-        unless ``score="loss"`` (the cache holds the scores)."""
-        if self.cache is None:
-            raise ValueError("observe() records losses into a LossCache: pass cache=LossCache(...) to the loader")
-        if self.scorer.score != "loss":
+        """Take per-sample training losses of a yielded ``batch`` (detached, no sync): recorded into the cache, if
+        any (refused with a cache unless ``score="loss"``: the cache holds the scores); and, on the first observed
+        batches of an eval-mode scored model with running statistics, compared with the scoring pass's losses
+        (:class:`~sbdata.engine._score_mode.ScoreModeCheck`)."""
+        if self.cache is not None and self.scorer.score != "loss":
             raise ValueError(
                 f"observe() records training losses, but this loader scores by score={self.scorer.score!r} and its "
                 "LossCache holds those scores, which losses would mix with: leave observe() out (the cache reuses "
@@ -288,7 +299,13 @@ class SBStep:
         n = _batch.sample_count(batch)
         if losses.shape[0] != n:
             raise ValueError(f"observe got {losses.shape[0]} losses for a batch of {n} samples")
-        self.cache.observe(self.ids(batch), losses, now)
+        if self.mode_check.left:  # the first few observed batches only
+            inputs, targets = self.split(batch)
+            self.mode_check.check(self.scorer, self.model, inputs, targets, n, self.device, losses)
+        elif self.mode_check.in_flight:
+            self.mode_check.settle_landed()
+        if self.cache is not None:
+            self.cache.observe(self.ids(batch), losses, now)
 
     def state_dict(self) -> dict[str, Any]:
         """The generator's, the policy's and the cache's state (after reporting any non-finite loss in flight)."""
@@ -297,6 +314,8 @@ class SBStep:
             "generator": self.generator.get_state(),
             "policy": self.policy.state_dict(),
             "cache": None if self.cache is None else self.cache.state_dict(),
+            "precision": self.precision.state_dict(),
+            "score_mode": self.mode_check.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -306,3 +325,6 @@ class SBStep:
         self.policy.load_state_dict(state["policy"])
         if self.cache is not None:
             self.cache.load_state_dict(state["cache"])
+        self.precision.load_state_dict(state["precision"])
+        self.mode_check.load_state_dict(state["score_mode"])
+        self.scorer = self.precision.scorer

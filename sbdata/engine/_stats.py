@@ -44,6 +44,18 @@ class SBStats:
         auto_reason: the last decision, in numbers: what each share measured, and the variance model's prediction.
         auto_trials: trials completed.
         auto_trial_share: share of the routed loader batches that were trial windows (nan without auto).
+        samples_checked: samples sbdata scored a second time to check itself (the precision check's extra passes
+            and the scoring-mode check's passes on observed batches); their seconds are in ``scoring_seconds``.
+        precision_checks: batches scored both at ``autocast_dtype`` and at full precision (``autocast_check_every``)
+            whose agreement has been read.
+        precision_agreement: running mean over those batches of the kept sets' agreement ``|A ∩ B| / k`` (the
+            share of the samples top-k keeps at full precision that it also keeps at ``autocast_dtype``; 1.0: the
+            same samples); nan before the first check.
+        precision_fallback: whether scoring fell back to full precision (the agreement fell below 0.9).
+        score_mode_checks: observed batches whose scoring-mode losses were compared with their training losses.
+        score_mode_ratio: mean over those batches of the ratio of the scoring pass's mean loss to the mean training
+            loss of the same samples (about 1 when the two agree; far above 1 when eval-mode BatchNorm statistics
+            are off); nan before the first check.
     """
 
     steps: int
@@ -66,6 +78,12 @@ class SBStats:
     auto_reason: str = ""
     auto_trials: int = 0
     auto_trial_share: float = math.nan
+    samples_checked: int = 0
+    precision_checks: int = 0
+    precision_agreement: float = math.nan
+    precision_fallback: bool = False
+    score_mode_checks: int = 0
+    score_mode_ratio: float = math.nan
 
     @property
     def backprop_fraction(self) -> float:
@@ -114,6 +132,46 @@ class StatsTracker:
         # finite losses only: [kept sum, all sum, kept count, all count], float64 on the scoring device
         self._loss_sums: torch.Tensor | None = None
         self._unsummed: list[tuple[torch.Tensor, torch.Tensor]] = []  # (losses, kept index) of steps not yet summed
+        self._checked = 0  # samples scored again by the self-checks
+        self._precision = (0, 0.0, False)  # (checks, sum of agreements, fell back)
+        self._mode = (0, 0.0)  # (checks, sum of ratios)
+
+    def precision_checked(self, agreement: float, samples: int) -> None:
+        """One precision check landed: the kept sets' ``agreement`` on a batch, for which ``samples`` more samples
+        were scored."""
+        checks, total, fell_back = self._precision
+        self._precision = (checks + 1, total + agreement, fell_back)
+        self._checked += samples
+
+    def precision_fell_back(self) -> None:
+        """Scoring fell back to full precision for the rest of the run."""
+        checks, total, _ = self._precision
+        self._precision = (checks, total, True)
+
+    def precision_checks(self) -> int:
+        """Precision checks landed so far."""
+        return self._precision[0]
+
+    def precision_agreement(self) -> float:
+        """The running mean of the landed precision checks' agreements (nan before the first)."""
+        checks, total, _ = self._precision
+        return total / checks if checks else math.nan
+
+    def score_mode_checked(self, ratio: float, samples: int) -> None:
+        """One scoring-mode check on an observed batch: the ``ratio`` of its mean scoring-mode loss to its mean
+        training loss, for which ``samples`` samples were scored."""
+        checks, total = self._mode
+        self._mode = (checks + 1, total + ratio)
+        self._checked += samples
+
+    def score_mode_checks(self) -> int:
+        """Scoring-mode checks landed so far."""
+        return self._mode[0]
+
+    def score_mode_ratio(self) -> float:
+        """The mean of the scoring-mode checks' ratios (nan before the first)."""
+        checks, total = self._mode
+        return total / checks if checks else math.nan
 
     # One method per event: the parts that count (intake, the SB step, the engine) call these and never write the
     # counters themselves.
@@ -214,6 +272,12 @@ class StatsTracker:
             mean_loss_kept=kept_sum / kept if kept else math.nan,
             mean_loss_dropped=dropped_sum / dropped if dropped else math.nan,
             scoring_seconds=self.scoring_seconds,
+            samples_checked=self._checked,
+            precision_checks=self._precision[0],
+            precision_agreement=self.precision_agreement(),
+            precision_fallback=self._precision[2],
+            score_mode_checks=self._mode[0],
+            score_mode_ratio=self.score_mode_ratio(),
         )
 
     def state_dict(self) -> dict[str, Any]:
@@ -222,6 +286,7 @@ class StatsTracker:
         state["scoring_seconds"] = self.scoring_seconds
         state["candidates"] = self._candidates
         state["loss_sums"] = None if self._loss_sums is None else self._loss_sums.clone()
+        state["checks"] = {"samples": self._checked, "precision": list(self._precision), "mode": list(self._mode)}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -232,3 +297,9 @@ class StatsTracker:
         sums = state["loss_sums"]
         self._loss_sums = None if sums is None else sums.clone()
         self._unsummed = []
+        checks = state["checks"]
+        self._checked = int(checks["samples"])
+        count, total, fell_back = checks["precision"]
+        self._precision = (int(count), float(total), bool(fell_back))
+        count, total = checks["mode"]
+        self._mode = (int(count), float(total))

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = []
+__all__ = ["SCORES"]
 
 SCORES = ("loss", "gradnorm")
 """What the scoring pass measures per sample: the loss, or the norm of its gradient with respect to the outputs."""

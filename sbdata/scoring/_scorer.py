@@ -185,6 +185,7 @@ class Scorer:
         score: str = "loss",
     ) -> None:
         self.loss_fn = per_sample_loss_fn(loss_fn)
+        self._loss_arg = loss_fn  # as given, for replace()
         if score not in SCORES:
             raise ValueError(
                 f"score must be one of {SCORES}, got {score!r}: 'loss' ranks by the per-sample loss, 'gradnorm' by "
@@ -212,6 +213,30 @@ class Scorer:
         self.score_mode = score_mode
         self.scale_factor = float(scale_factor)
         self.autocast_dtype = autocast_dtype
+
+    def replace(self, **changes: Any) -> Scorer:
+        """A scorer with some settings changed and the rest as this one's, checked as the constructor checks them,
+        e.g. ``scorer.replace(autocast_dtype=None)`` (full precision) or ``scorer.replace(score_mode="train")``.
+
+        Args:
+            **changes: any of ``forward``, ``reduce``, ``score_mode``, ``scale_factor``, ``autocast_dtype``,
+                ``score``.
+
+        Raises:
+            TypeError: for another name.
+        """
+        settings = {
+            "forward": self.forward,
+            "reduce": self.reduce,
+            "score_mode": self.score_mode,
+            "scale_factor": self.scale_factor,
+            "autocast_dtype": self.autocast_dtype,
+            "score": self.score,
+        }
+        unknown = sorted(set(changes) - set(settings))
+        if unknown:
+            raise TypeError(f"Scorer.replace takes {sorted(settings)}, got {unknown}")
+        return Scorer(self._loss_arg, **{**settings, **changes})
 
     def _prepare(self, value: Any, device: torch.device, what: str) -> Any:
         return map_fields(value, lambda field, path: as_tensor(field, device, path), what)

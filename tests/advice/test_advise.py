@@ -1,11 +1,13 @@
 """sbdata.advice: known spreads and fixed cost tables give known advice; the user's model and RNGs are untouched."""
 
 import math
+import warnings
 
 import pytest
 import torch
 
 from sbdata import CostTable, advise
+from sbdata.advice import Candidates, Measurement, Training
 from sbdata.auto import shrink_speedup, small_batch_speedup
 from tests.helpers import OracleModel, ce, oracle_batch
 
@@ -18,7 +20,7 @@ def loader(table, batch=16, batches=8):
 
 def test_a_flat_spread_prices_every_option_as_a_range_and_says_measure_it():
     table = [1.0] * 128
-    advice = advise(loader(table), OracleModel(table), ce, steps=8, costs=FE)
+    advice = advise(loader(table), OracleModel(table), ce, measurement=Measurement(steps=8, costs=FE))
     assert advice.tau == pytest.approx(1.0) and advice.batch == 16 and advice.batches_per_epoch == 8
     assert advice.steps == 8
     assert advice.rows[0] == {"option": "no selection", "keep": 1.0, "cache": False, "low": 1.0, "high": 1.0,
@@ -33,42 +35,60 @@ def test_a_flat_spread_prices_every_option_as_a_range_and_says_measure_it():
     assert (smaller["low"], smaller["high"]) == pytest.approx((1.0, 4.0))  # FE has no fixed cost
     assert smaller["low"] == pytest.approx(small_batch_speedup(0.25, 16, FE))
     assert smaller["seconds_per_epoch"] == pytest.approx(8 * 3 * 16)  # the same samples, in 4 steps of 4
-    assert advice.recommendation.startswith("measure it: keep=0.75 + LossCache(staleness=2) is predicted 0.86x-1.16x")
-    assert "keep='auto' trials it on your run" in advice.recommendation
-    assert advice.recommendation.endswith(
-        "smaller batch 4 (no selection) is predicted 1.00x-4.00x (retune its learning rate); no branch trial: pass "
-        "optimizer= (your optimizer) to measure the options"
+    assert advice.recommendation.startswith(
+        "measure it: keep=0.75 + LossCache(staleness=2) is predicted between 0.86x and 1.16x the speed of whole batches"
     )
+    assert "the losses are nearly alike (tau 1.00)" in advice.recommendation
+    assert "keep='auto' tries it on your run" in advice.recommendation
+    assert advice.recommendation.endswith(
+        "smaller batch 4 (no selection) is predicted 1.00x to 4.00x (retune its learning rate); no branch trial: pass "
+        "Training(optimizer=<your optimizer>) to measure the options"
+    )
+    assert advice.choice == "keep=0.75 + LossCache(staleness=2)"
     text = str(advice)
-    assert "8 batches measured" in text and "speed-up: predicted progress per second against whole batches" in text
-    assert "low" in text.splitlines()[2] and "high" in text.splitlines()[2]
+    assert "timed 8 batches of 16" in text and "predicted speed against training on whole batches" in text
+    assert "worst" in text.splitlines()[2] and "best" in text.splitlines()[2]
 
 
 def test_expensive_scoring_advises_whole_batches_even_at_the_high_end():
     table = [1.0] * 128
     dear = CostTable(score_per_sample=4.0, train_per_sample=3.0)
-    advice = advise(loader(table), OracleModel(table), ce, steps=8, costs=dear, staleness=0)
-    assert advice.recommendation.startswith("train on whole batches: even where only seconds count")
+    advice = advise(
+        loader(table),
+        OracleModel(table),
+        ce,
+        candidates=Candidates(staleness=0),
+        measurement=Measurement(steps=8, costs=dear),
+    )
+    assert advice.recommendation.startswith("train on whole batches: even if only seconds counted")
+    assert advice.choice == "no selection"
 
 
 def test_a_concentrated_spread_with_cheap_scoring_advises_selection():
     # one sample in 16 carries almost all the loss: tau = sqrt(16 * (20^2 + 15 * 0.01^2)) / (20 + 0.15) ~ 4
     table = [20.0 if i % 16 == 0 else 0.01 for i in range(128)]
     cheap = CostTable(score_per_sample=0.1, train_per_sample=3.0)
-    advice = advise(loader(table), OracleModel(table), ce, steps=8, costs=cheap, keeps=(0.25, 0.5))
+    advice = advise(
+        loader(table),
+        OracleModel(table),
+        ce,
+        candidates=Candidates(keeps=(0.25, 0.5)),
+        measurement=Measurement(steps=8, costs=cheap),
+    )
     losses = torch.tensor(table[:16])
     assert advice.tau == pytest.approx(math.sqrt((losses**2).mean().item()) / losses.mean().item(), rel=1e-4)
     selection = [r for r in advice.rows[1:] if not r["option"].startswith("smaller")]
     best = max(selection, key=lambda r: (r["low"], r["high"]))
     assert best["low"] > 1.05 and advice.recommendation.startswith(f"select: {best['option']}")
+    assert advice.choice == best["option"]
 
 
 def test_default_steps_fit_a_short_loader_and_are_reported():
     table = [1.0] * 128
-    advice = advise(loader(table, batches=6), OracleModel(table), ce, costs=FE)
+    advice = advise(loader(table, batches=6), OracleModel(table), ce, measurement=Measurement(costs=FE))
     assert advice.steps == 6
     with pytest.raises(ValueError, match="at least 4 loader batches to measure; this loader has 3"):
-        advise(loader(table, batches=3), OracleModel(table), ce, costs=FE)
+        advise(loader(table, batches=3), OracleModel(table), ce, measurement=Measurement(costs=FE))
 
 
 def test_a_loader_whose_len_raises_is_measured_as_a_stream():
@@ -78,9 +98,11 @@ def test_a_loader_whose_len_raises_is_measured_as_a_stream():
 
     table = [1.0] * 128
     data = torch.utils.data.DataLoader(Stream(), batch_size=16)  # 8 batches, but no length to say so
-    with pytest.raises(ValueError, match="the loader ended after 8 batches: pass steps <= 8"):
-        advise(data, OracleModel(table), ce, costs=FE)  # a stream: the default 32 steps, refused naming the fix
-    advice = advise(data, OracleModel(table), ce, costs=FE, steps=8)
+    with pytest.raises(ValueError, match=r"the loader ended after 8 batches: pass Measurement\(steps=<at most 8>\)"):
+        advise(
+            data, OracleModel(table), ce, measurement=Measurement(costs=FE)
+        )  # a stream: the default 32 steps, refused naming the fix
+    advice = advise(data, OracleModel(table), ce, measurement=Measurement(costs=FE, steps=8))
     assert advice.steps == 8 and advice.batches_per_epoch is None
     assert all(row["seconds_per_epoch"] is None for row in advice.rows)
 
@@ -98,13 +120,18 @@ def test_the_users_optimizer_is_copied_with_its_state_and_left_alone():
     before = {k: v for k, v in user.state_dict().items()}
     saved = [{k: v.clone() for k, v in state.items()} for state in user.state.values()]
     ticks = iter(range(10_000))
-    advice = advise(data, model, torch.nn.functional.cross_entropy, steps=4, optimizer=user,
-                    clock=lambda: float(next(ticks)))  # fmt: skip
+    advice = advise(
+        data,
+        model,
+        torch.nn.functional.cross_entropy,
+        training=Training(optimizer=user),
+        measurement=Measurement(steps=4, clock=lambda: float(next(ticks))),
+    )
     assert advice.steps == 4
     assert user.state_dict()["param_groups"] == before["param_groups"]
     assert all(torch.equal(a, b) for old, new in zip(saved, user.state.values(), strict=True)
                for a, b in zip(old.values(), new.values(), strict=True))  # fmt: skip
-    from sbdata.advice._advise import _copy_optimizer
+    from sbdata.advice._settings import copy_optimizer as _copy_optimizer
 
     copy_ = __import__("copy").deepcopy(model)
     clone = _copy_optimizer(user, model, copy_)
@@ -112,11 +139,23 @@ def test_the_users_optimizer_is_copied_with_its_state_and_left_alone():
     assert [p is q for p, q in zip(clone.param_groups[0]["params"], copy_[0].parameters(), strict=True)] == [True] * 2
     first = next(iter(clone.state.values()))
     assert torch.equal(first["exp_avg"], next(iter(user.state.values()))["exp_avg"]) and first["step"] == 2
-    with pytest.raises(ValueError, match="pass make_optimizer= or optimizer=, not both"):
-        advise(data, model, torch.nn.functional.cross_entropy, steps=4, optimizer=user, make_optimizer=lambda m: user)
+    with pytest.raises(ValueError, match=r"pass Training\(make_optimizer=\) or Training\(optimizer=\), not both"):
+        advise(
+            data,
+            model,
+            torch.nn.functional.cross_entropy,
+            training=Training(optimizer=user, make_optimizer=lambda m: user),
+            measurement=Measurement(steps=4),
+        )
     stranger = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
-    with pytest.raises(ValueError, match=r"optimizer= holds 2 parameter\(s\) that are not the model's"):
-        advise(data, model, torch.nn.functional.cross_entropy, steps=4, optimizer=stranger)
+    with pytest.raises(ValueError, match=r"Training\(optimizer=\) holds 2 parameter\(s\) that are not the model's"):
+        advise(
+            data,
+            model,
+            torch.nn.functional.cross_entropy,
+            training=Training(optimizer=stranger),
+            measurement=Measurement(steps=4),
+        )
 
 
 def test_the_users_model_optimizer_and_rngs_are_untouched():
@@ -128,7 +167,13 @@ def test_the_users_model_optimizer_and_rngs_are_untouched():
     make = lambda m: torch.optim.SGD(m.parameters(), lr=10.0)  # noqa: E731 - a large step, on the copy only
     ticks = iter(range(10_000))  # a fixed clock: what is asserted never depends on a measured time
     loss = torch.nn.functional.cross_entropy
-    advice = advise(data, model, loss, steps=6, make_optimizer=make, clock=lambda: float(next(ticks)))
+    advice = advise(
+        data,
+        model,
+        loss,
+        training=Training(make_optimizer=make),
+        measurement=Measurement(steps=6, clock=lambda: float(next(ticks))),
+    )
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True)) and model.training
     assert torch.equal(torch.get_rng_state(), state) and all(p.grad is None for p in model.parameters())
     assert advice.costs.train(32) > 0 and advice.rows[0]["seconds_per_epoch"] == pytest.approx(
@@ -139,20 +184,52 @@ def test_the_users_model_optimizer_and_rngs_are_untouched():
 def test_a_fixed_clock_gives_a_fixed_cost_table():
     ticks = iter(range(10_000))
     table = [1.0] * 128
-    advice = advise(loader(table), OracleModel(table), ce, steps=8, clock=lambda: float(next(ticks)))
+    advice = advise(
+        loader(table), OracleModel(table), ce, measurement=Measurement(steps=8, clock=lambda: float(next(ticks)))
+    )
     assert advice.costs.score(16) == pytest.approx(1.0) and advice.costs.train(4) == pytest.approx(1.0)  # 1 tick each
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("build", "message"),
     [
-        ({"steps": 3}, "steps must be an int >= 4"),
-        ({"keeps": (0.5, 1.5)}, r"keeps must be shares in \(0, 1\]"),
-        ({"staleness": -1}, "staleness must be an int >= 0"),
-        ({"steps": 9}, "the loader ended after 8 batches: pass steps <= 8"),
+        (lambda: Measurement(steps=3), "steps must be an int >= 4"),
+        (lambda: Candidates(keeps=(0.5, 1.5)), r"keeps must be shares in \(0, 1\]"),
+        (lambda: Candidates(staleness=-1), "staleness must be an int >= 0"),
+        (lambda: Candidates(score="grad"), "score must be one of"),
     ],
 )
-def test_bad_arguments_are_refused_naming_the_fix(kwargs, message):
-    table = [1.0] * 128
+def test_bad_settings_are_refused_when_built_naming_the_fix(build, message):
     with pytest.raises(ValueError, match=message):
-        advise(loader(table), OracleModel(table), ce, costs=FE, **kwargs)
+        build()
+
+
+def test_a_loader_shorter_than_the_steps_is_refused_naming_the_fix():
+    table = [1.0] * 128
+    with pytest.raises(ValueError, match=r"the loader ended after 8 batches: pass Measurement\(steps=<at most 8>\)"):
+        advise(loader(table), OracleModel(table), ce, measurement=Measurement(steps=9, costs=FE))
+
+
+def test_far_off_batchnorm_statistics_are_named_and_matching_ones_are_not():
+    """A planted BatchNorm model whose running statistics are far off: eval-mode losses far above train-mode ones;
+    advise warns once and its recommendation names score_mode="train". Statistics that match the data say nothing."""
+    torch.manual_seed(0)
+    data = [(torch.randn(32, 4), torch.randint(0, 2, (32,))) for _ in range(4)]
+    model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.BatchNorm1d(16), torch.nn.Linear(16, 2))
+    with torch.no_grad():
+        model[1].running_mean.fill_(-5.0)
+        model[1].running_var.fill_(1e-3)
+    with pytest.warns(UserWarning, match='pass score_mode="train" to the loader') as caught:
+        advice = advise(data, model, torch.nn.functional.cross_entropy, measurement=Measurement(steps=4, costs=FE))
+    assert len(caught) == 1 and caught[0].filename == __file__
+    assert advice.score_mode_ratio > 3 and advice.recommendation.endswith('pass score_mode="train" to the loader')
+    with torch.no_grad():
+        hidden = model[0](torch.cat([x for x, _ in data]))
+        model[1].running_mean.copy_(hidden.mean(0))
+        model[1].running_var.copy_(hidden.var(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        matching = advise(data, model, torch.nn.functional.cross_entropy, measurement=Measurement(steps=4, costs=FE))
+    assert matching.score_mode_ratio == pytest.approx(1.0, abs=0.2) and "score_mode" not in matching.recommendation
+    plain = advise(loader([1.0] * 128), OracleModel([1.0] * 128), ce, measurement=Measurement(steps=4, costs=FE))
+    assert math.isnan(plain.score_mode_ratio)  # no running statistics: not compared

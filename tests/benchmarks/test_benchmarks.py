@@ -291,7 +291,7 @@ def test_calibration_names_the_option_advise_recommends_and_what_stands_for_it()
 BENCHMARKS = ROOT / "benchmarks"
 FOLDERS = {
     "time_to_accuracy", "throughput", "overhead", "lm", "auto", "pruning", "cache_timing", "streaming", "gpu",
-    "calibration", "digits", "frontier",
+    "calibration", "digits", "frontier", "scoring_agreement",
 }  # fmt: skip
 
 

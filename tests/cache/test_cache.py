@@ -160,8 +160,9 @@ def test_missing_duplicate_and_out_of_range_ids():
 def test_observe_misuse():
     model = OracleModel(LOSSES)
     plain = SBLoader(BATCHES, model, ce)
-    with pytest.raises(ValueError, match="pass cache=LossCache"):
-        plain.observe(BATCHES[0], torch.zeros(8))
+    plain.observe(BATCHES[0], torch.zeros(8))  # without a cache: only compared with the scoring pass (BatchNorm check)
+    with pytest.raises(ValueError, match="7 losses for a batch of 8"):
+        plain.observe(BATCHES[0], torch.zeros(7))
     cached = SBLoader(BATCHES, model, ce, cache=LossCache(size=16), id_key="index")
     with pytest.raises(ValueError, match="shape \\(B,\\)"):
         cached.observe(BATCHES[0], torch.zeros(()))

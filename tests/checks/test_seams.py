@@ -22,10 +22,6 @@ ALLOWED = {
     ("sbdata/integrations/transformers.py", "module.skip_first_batches"): "Transformers' own patch point",
     ("sbdata/scoring/_scorer.py", "per_sample.reduction"): "a private copy of the user's loss module",
     ("sbdata/scoring/_scorer.py", "module.training"): "restores each module's mode after scoring",
-    ("sbdata/advice/_advise.py", "advice.trial_steps"): "advise fills in the result it built (to be split)",
-    ("sbdata/advice/_advise.py", "advice.trial"): "advise fills in the result it built (to be split)",
-    ("sbdata/advice/_advise.py", "advice.trial_note"): "advise fills in the result it built (to be split)",
-    ("sbdata/advice/_advise.py", "advice.recommendation"): "advise fills in the result it built (to be split)",
 }
 
 

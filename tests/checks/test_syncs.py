@@ -33,6 +33,8 @@ EXEMPT = (str(Path(SBDATA) / "batch" / "_hostcopy.py"),)
 COPIES_ALLOWED = (  # non-blocking copies at a fixed cadence, read once they have landed
     str(Path(SBDATA) / "engine" / "_finite.py"),  # the non-finite flag: one per 8 SB steps
     str(Path(SBDATA) / "engine" / "_auto_control.py"),  # keep="auto"'s score sums: one per `every` scored steps
+    str(Path(SBDATA) / "engine" / "_precision.py"),  # autocast_dtype='s check: one per autocast_check_every SB steps
+    str(Path(SBDATA) / "engine" / "_score_mode.py"),  # the scoring-mode check: one per observe, the first 3 only
 )
 READS = ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "cpu", "numpy", "nonzero", "unique")
 DATA_SIZED = ((torch, "nonzero"), (torch, "masked_select"), (torch, "unique"), (torch.Tensor, "masked_select"))
@@ -176,6 +178,11 @@ CONFIGS = [
     pytest.param({"score": "gradnorm"}, id="topk-gradnorm"),
     pytest.param({"policy": "importance", "score": "gradnorm", "return_weights": True}, id="importance-gradnorm"),
     pytest.param({"cache": "dense", "policy": "importance", "score": "gradnorm"}, id="dense-cache-gradnorm"),
+    # autocast_dtype='s live check at every SB step (a full-precision pass, the agreement read once landed)
+    pytest.param({"autocast_dtype": torch.bfloat16, "autocast_check_every": 1}, id="autocast-checked"),
+    pytest.param(
+        {"cache": "dense", "autocast_dtype": torch.bfloat16, "autocast_check_every": 1}, id="autocast-checked-cache"
+    ),
 ]
 
 
