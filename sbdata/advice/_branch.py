@@ -172,7 +172,7 @@ class Branch:
             scores = self.scorer(self.model, inputs, targets, n, self.device)
             kept = self.policy.select(scores, self.arm.keep, self.generator).index
             self._train(_batch.select(inputs, kept), _batch.select(targets, kept))
-            priced = costs.score(n) + costs.train(kept.numel()) + costs.overhead if costs is not None else 0.0
+            priced = costs.selection_step(n, kept.numel()).seconds if costs is not None else 0.0
         if costs is not None:
             self.priced += priced
         else:
