@@ -40,10 +40,12 @@ import math
 import statistics
 import sys
 import textwrap
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -189,6 +191,26 @@ def interleaved(runs: dict[str, Run], rotate: int = 0, progress: Callable[[str],
                 runs[name].train_epoch()
         turn += 1
     return {name: run.result() for name, run in runs.items()}
+
+
+def with_heartbeat(work: Callable[[], Any], say: Callable[[str], None], what: str, every: float = 10.0) -> Any:
+    """``work()``, saying ``what`` is still under way every ``every`` seconds while it runs (one call with no
+    progress of its own, such as generating the data)."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        waited = 0.0
+        while not stop.wait(every):
+            waited += every
+            say(f"{what}: still at it after {waited:.0f} s")
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        return work()
+    finally:
+        stop.set()
+        thread.join()
 
 
 def duration(seconds: float) -> str:
@@ -352,7 +374,7 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"[{time.monotonic() - started:5.0f}s] {text}", file=sys.stderr, flush=True)
 
     progress(f"generating MNIST-1D ({args.samples} samples, offline)")
-    split = load_mnist1d(args.samples)
+    split = with_heartbeat(lambda: load_mnist1d(args.samples), progress, "generating MNIST-1D")
     small = keep_count(args.keep, args.batch_size)
     if args.costs:
         with open(args.costs) as file:
