@@ -67,6 +67,24 @@ def extras_distributions() -> dict[str, set[str]]:
     return {name: {re.split(r"[<>=!~; \[]", req, maxsplit=1)[0] for req in reqs} for name, reqs in extras.items()}
 
 
+def with_dependencies(distributions: set[str]) -> set[str]:
+    """``distributions`` and every distribution they require, installed ones only (lightning brings tqdm)."""
+    import importlib.metadata
+
+    found, todo = set(), [name.lower() for name in distributions]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        todo += [re.split(r"[<>=!~; \[(]", req, maxsplit=1)[0].lower() for req in requires if "extra ==" not in req]
+    return found
+
+
 def readme_block_installs(document: str = "README.md") -> list[tuple[str, list[str]]]:
     """Each python block of a user document and the extras its first line names (``# install: pip install -e .``
     for the core install, ``# install: pip install -e ".[torchdata]"`` for an extra)."""
@@ -80,17 +98,34 @@ def readme_block_installs(document: str = "README.md") -> list[tuple[str, list[s
 
 # Runs in a fresh interpreter: the blocks in order, in one namespace, each with only its own install importable.
 RUN_BLOCKS = """
-import json, sys, traceback
+import importlib.metadata, json, sys, traceback
 
 spec = json.load(sys.stdin)
 document = spec.get("document", "README.md")
 optional = spec["optional"]
 origin = {name: frozenset() for name in sys.modules}  # the distributions allowed when each module was imported
 namespace = {"__name__": "readme"}
+absent = set()  # the distributions the running block may not use: their metadata reads as not installed either
+metadata_version = importlib.metadata.version
+
+
+def version(name):  # what libraries ask before importing an optional package (torchmetrics: matplotlib)
+    if name.lower() in absent:
+        raise importlib.metadata.PackageNotFoundError(name)
+    return metadata_version(name)
+
+
+importlib.metadata.version = version
+hideable = {*optional, "sbdata"}  # what a block with more extras may have imported that a later one may not see
 for i, (block, allowed) in enumerate(spec["blocks"]):
     allowed = frozenset(allowed)
-    hidden = {m: sys.modules.pop(m) for m in list(sys.modules) if not origin.get(m, frozenset()) <= allowed}
+    hidden = {  # torch's own modules stay: torch registers operators once per process
+        m: sys.modules.pop(m)
+        for m in list(sys.modules)
+        if m.split(".")[0] in hideable and not origin.get(m, frozenset()) <= allowed
+    }
     refused = [name for name, distribution in optional.items() if distribution not in allowed]
+    absent = {distribution for distribution in optional.values() if distribution not in allowed}
     sys.modules.update(dict.fromkeys(refused))  # None: `import` raises ModuleNotFoundError, find_spec says absent
     try:
         exec(compile(block, f"{document} python block {i}", "exec"), namespace)
@@ -129,7 +164,8 @@ def test_readme_python_blocks_run_in_order_with_exactly_their_installs(document)
     for i, (block, extras) in enumerate(blocks):
         unknown = sorted(set(extras) - set(distributions))
         assert not unknown, f"{document} python block {i} names extras pyproject.toml lacks: {unknown}"
-        runs.append((block, sorted(set().union(*(distributions[e] for e in extras)) & set(OPTIONAL_IMPORTS.values()))))
+        named = set().union(*(distributions[e] for e in extras))
+        runs.append((block, sorted(with_dependencies(named) & set(OPTIONAL_IMPORTS.values()))))
     spec = json.dumps({"optional": OPTIONAL_IMPORTS, "blocks": runs, "document": document})
     run = subprocess.run(
         [sys.executable, "-c", RUN_BLOCKS], input=spec, capture_output=True, text=True, cwd=ROOT, timeout=600
