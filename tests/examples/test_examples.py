@@ -226,3 +226,18 @@ def test_two_selection_arms_tied_are_both_named():
     said = verdict(accuracies, {n: Timing([], r) for n, r in ratios.items()}, kinds, tolerance=0.25)
     assert said.startswith("Verdict: selection pays here: SB top-k keep=0.33 (0.72x, 0.70-0.74x) and SB + LossCache(2)")
     assert "tied within 2 standard errors of the 3 interleaved repeats" in said
+
+
+@pytest.mark.slow
+def test_the_fabric_example_resumes_mid_epoch_exactly(tmp_path):
+    """examples/fabric_loop.py in one process: Fabric sets the loader up first, the SBLoader wraps it, and a checkpoint
+    through fabric.save/fabric.load in the middle of the last epoch trains the rest of it on the same batches."""
+    command = [sys.executable, str(ROOT / "examples" / "fabric_loop.py"), "--epochs", "2"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "resumed mid-epoch exactly: True" in run.stdout
+    assert [line.split(":")[0] for line in run.stdout.splitlines() if line.startswith("epoch ")] == [
+        "epoch 0",
+        "epoch 1",
+    ]
