@@ -133,7 +133,7 @@ class Verdict:
         speedups: each selection arm's measured speed-up in progress per second over plain (index 0: arm 1), NaN
             where plain's progress is not above zero by :data:`RATIO_ERRORS` standard errors.
         contrasts: each selection arm's ``D_a`` in standard errors (the decision's statistic).
-        reason: one sentence: what was measured and why this arm.
+        reason: in words: what was decided, what each share measured against the bar, and the rule that decided.
     """
 
     arm: int
