@@ -1,7 +1,8 @@
 """Quickstart: train a small CNN on MNIST-1D with and without SBLoader, side by side, and say which paid.
 
-    python examples/quickstart.py            # about six minutes on 2 CPU cores
+    python examples/quickstart.py            # about six minutes on 2 CPU cores; progress on stderr
     python examples/quickstart.py --small    # a few seconds (what the tests run)
+    python examples/quickstart.py --quiet    # the table and the verdict alone
 
 Every arm starts from the same weights and sees the samples in the same order. The SB arm trains only on the hardest
 ``keep`` share of each batch, chosen by one no-grad scoring forward; "SB + LossCache(2)" does the same but reuses a
@@ -22,8 +23,13 @@ controls' epochs), every arm is trained ``--repeats`` times, the arms' epochs in
 rotating every epoch), so that a change of load hits every arm alike; each repeat is the same run (same seed, same
 order: the same accuracy). The table gives the median and range over the repeats, and each arm's ratio to the
 baseline's seconds in the same repeat. The verdict line names the arm that reached the baseline's test accuracy
-(within ``--tolerance`` points) in the fewest CPU seconds, and says so when a plain control, not selection, is that
-arm or is level with it within the spread of the repeats.
+(within ``--tolerance`` points) in the fewest CPU seconds; arms whose ratios differ by less than 2 standard errors of
+their paired differences over the interleaved repeats are tied, and the verdict says so rather than pick one. It
+says so too when a plain control, not selection, wins or ties.
+
+Progress goes to stderr, one line per epoch of one arm (``--quiet`` turns it off), after a line with the cost model's
+estimate of how long the run takes. With matplotlib installed, the arms' test accuracy against CPU seconds is saved
+as a picture (``--plot``, default ``quickstart.png``).
 """
 
 from __future__ import annotations
@@ -34,10 +40,12 @@ import math
 import statistics
 import sys
 import textwrap
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -50,7 +58,7 @@ from sbdata import LossCache, SBLoader, keep_count, with_index
 # examples/common.py and examples/costmodel.py, beside this script (a script's own directory is importable)
 from common import ConvNet, Split, accuracy, load_mnist1d
 
-LEVEL = 0.10  # ratios this close are level: one arm's repeats spread by up to about this much on a shared machine
+TIED = 2.0  # standard errors of the repeats' paired ratio differences within which two arms are tied
 SELECTION = "selection"  # an arm's kind: selection (top-k, with or without the cache) or one of the controls
 CONTROL_MEANING = {
     "fewer epochs": "training less is enough: train the baseline for fewer epochs",
@@ -108,9 +116,12 @@ class Run:
         self.epoch = 0
         self.trained = 0
         self.seconds = 0.0
+        self.marks: list[float] = []  # CPU seconds at the end of each epoch
+        self.curve: list[float] | None = None  # test accuracy after each epoch, when asked for (not timed)
+        self.evaluating = False  # the curve's test forwards are not scoring forwards
 
     def _count_scoring(self, _: nn.Module, args: tuple) -> None:
-        if not torch.is_grad_enabled():
+        if not torch.is_grad_enabled() and not self.evaluating:
             self.scoring[len(args[0])] += 1
 
     @property
@@ -140,6 +151,11 @@ class Run:
         finally:
             torch.set_num_threads(threads)
         self.epoch += 1
+        self.marks.append(self.seconds)
+        if self.curve is not None:
+            self.evaluating = True
+            self.curve.append(accuracy(self.model, self.split.x_test, self.split.y_test))
+            self.evaluating = False
 
     def result(self) -> dict:
         """Test accuracy, the share of samples trained on, forward-equivalents, predicted and measured seconds."""
@@ -157,12 +173,15 @@ class Run:
             "backprop_fraction": self.trained / (self.epochs * len(self.loader.dataset)),
             "forward_equivalents": scored + 3 * self.trained,
             "seconds": self.seconds,
+            "marks": self.marks,
+            "curve": self.curve,
         }
 
 
 def interleaved(runs: dict[str, Run], rotate: int = 0, progress: Callable[[str], None] = print) -> dict[str, dict]:
     """Train the runs epoch by epoch in turn (the order rotating every epoch), so that a change of the machine's
-    load hits every arm alike; returns each run's :meth:`Run.result`."""
+    load hits every arm alike; returns each run's :meth:`Run.result`. ``progress`` is called once before each epoch
+    of each arm: no more than one arm's epoch of work goes by between two calls."""
     names = list(runs)
     turn = rotate
     while not all(run.done for run in runs.values()):
@@ -172,6 +191,43 @@ def interleaved(runs: dict[str, Run], rotate: int = 0, progress: Callable[[str],
                 runs[name].train_epoch()
         turn += 1
     return {name: run.result() for name, run in runs.items()}
+
+
+def with_heartbeat(work: Callable[[], Any], say: Callable[[str], None], what: str, every: float = 10.0) -> Any:
+    """``work()``, saying ``what`` is still under way every ``every`` seconds while it runs (one call with no
+    progress of its own, such as generating the data)."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        waited = 0.0
+        while not stop.wait(every):
+            waited += every
+            say(f"{what}: still at it after {waited:.0f} s")
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        return work()
+    finally:
+        stop.set()
+        thread.join()
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` in words: ``"40 s"`` or ``"4.5 min"``."""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def tied(a: Timing, b: Timing) -> bool:
+    """Whether two arms' ratios to the baseline differ by less than ``TIED`` standard errors of their paired
+    differences over the interleaved repeats (repeat ``i`` of both ran in the same rounds; a single repeat has no
+    standard error: tied only if equal)."""
+    differences = [x - y for x, y in zip(a.ratios, b.ratios, strict=True)]
+    mean = statistics.fmean(differences)
+    if len(differences) < 2:
+        return mean == 0
+    error = statistics.stdev(differences) / math.sqrt(len(differences))
+    return abs(mean) <= TIED * error
 
 
 @dataclass
@@ -204,9 +260,8 @@ def verdict(
 
     An arm *pays* if its test accuracy is at most ``tolerance`` points below the baseline's and its ratio to the
     baseline's CPU seconds is below 1 in every repeat. The winner is the paying arm with the lowest median ratio;
-    another paying arm whose range reaches the winner's, or whose median is within ``LEVEL`` of it, is level with
-    it. A plain control that wins or ties is named, with
-    what it means.
+    every other paying arm :func:`tied` with it (within ``TIED`` standard errors over the repeats) shares the win,
+    and the verdict names them all rather than pick one. A plain control among them is named, with what it means.
 
     Args:
         accuracies: test accuracy by arm (0-1); ``"baseline"`` among them.
@@ -223,34 +278,46 @@ def verdict(
             "repeat; train on whole batches."
         )
     best = min(paying, key=lambda name: timings[name].ratio)
-    ties = [
-        name
-        for name in paying
-        if name != best
-        and (timings[name].low <= timings[best].high or timings[name].ratio <= timings[best].ratio * (1 + LEVEL))
-    ]
+    first = [best, *(name for name in paying if name != best and tied(timings[name], timings[best]))]
+    repeats = len(timings[best].ratios)
+    within = f"tied within {TIED:g} standard errors of the {repeats} interleaved repeats"
 
     def said(name: str) -> str:
         t = timings[name]
         return f"{name} ({t.ratio:.2f}x, {t.low:.2f}-{t.high:.2f}x)"
 
-    controls = [name for name in [best, *ties] if kinds[name] != SELECTION]
-    if not controls:
-        also = f"; tied with {', '.join(said(name) for name in ties)}" if ties else ""
+    def listed(names: list[str]) -> str:
         return (
-            f"Verdict: selection pays here: {said(best)} reached {where} in the fewest CPU seconds, ahead of every "
-            f"plain control{also}."
+            ", ".join(said(name) for name in names[:-1]) + f" and {said(names[-1])}"
+            if len(names) > 1
+            else said(names[0])
+        )
+
+    controls = [name for name in first if kinds[name] != SELECTION]
+    if not controls:
+        if len(first) == 1:
+            return (
+                f"Verdict: selection pays here: {said(best)} reached {where} in the fewest CPU seconds, ahead of "
+                "every plain control."
+            )
+        return (
+            f"Verdict: selection pays here: {listed(first)} reached {where} in the fewest CPU seconds, {within} "
+            "(the repeats cannot order them), ahead of every plain control."
         )
     control = controls[0]
-    selected = [name for name in [best, *ties] if kinds[name] == SELECTION]
-    if selected:
+    if len(controls) < len(first):
         return (
-            f"Verdict: selection does not beat the plain control here: {said(selected[0])} and {said(control)} "
-            f"both reached {where}, level within the spread of the repeats; {CONTROL_MEANING[kinds[control]]}."
+            f"Verdict: selection does not beat the plain control here: {listed(first)} reached {where}, {within} "
+            f"(the repeats cannot order them); {CONTROL_MEANING[kinds[control]]}."
+        )
+    if len(first) == 1:
+        return (
+            f"Verdict: a plain control wins: {said(control)} reached {where} in the fewest CPU seconds, and no "
+            f"selection arm came within {TIED:g} standard errors of it; {CONTROL_MEANING[kinds[control]]}."
         )
     return (
-        f"Verdict: a plain control wins: {said(control)} reached {where} in the fewest CPU seconds, and no "
-        f"selection arm came within its spread; {CONTROL_MEANING[kinds[control]]}."
+        f"Verdict: a plain control wins: {listed(first)} reached {where} in the fewest CPU seconds, {within}, and "
+        f"no selection arm came within {TIED:g} standard errors of them; {CONTROL_MEANING[kinds[control]]}."
     )
 
 
@@ -264,7 +331,8 @@ Legend:
   CPU s      the training loop's CPU seconds in one thread (time.thread_time): median [min-max] over {repeats}
              repeats, the arms' epochs interleaved
   vs base    each repeat's CPU seconds over the baseline's in the same repeat: median [min-max]; the verdict counts
-             ratios within {level:.0%} of each other, or with overlapping ranges, as level
+             two arms as tied when their ratios differ by less than {tied:g} standard errors of the repeats'
+             paired differences
   controls   random: a random share of each batch (SB's work, samples by chance); baseline N epochs: training
              less, at top-k's compute; batch {small}: SB's batch size (as many optimizer steps per trained sample
              as SB), for the epochs either side of the cheaper SB arm's compute"""
@@ -283,7 +351,11 @@ def main(argv: list[str] | None = None) -> dict:
         "baseline's, in the verdict (default 0.25: 10 of the 4000 test samples)"
     )  # fmt: skip
     parser.add_argument("--small", action="store_true", help="a seconds-long run: 2000 samples, 1 epoch, 2 repeats")
-    parser.add_argument("--progress", action="store_true", help="show the run in progress on one line (stderr)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--plot", metavar="PATH", default="quickstart.png", help="save test accuracy against CPU seconds here, "
+        "when matplotlib is installed (default quickstart.png; '' for none)"
+    )  # fmt: skip
     parser.add_argument("--json", metavar="PATH", help="also write the results, per arm, to this JSON file")
     parser.add_argument(
         "--costs", metavar="PATH", help="price the arms with this cost table (JSON, as --json's 'costs') instead of "
@@ -292,20 +364,33 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.small:
         args.samples, args.epochs, args.repeats = 2000, 1, 2
+    if args.repeats < 2:
+        parser.error("--repeats must be at least 2: ties are read from the spread of the repeats")
     torch.set_num_threads(1)  # fair, repeatable timings on a shared machine
+    started = time.monotonic()
 
     def progress(text: str) -> None:
-        if args.progress:
-            print(f"\r{text:<79}", end="", file=sys.stderr, flush=True)
+        if not args.quiet:
+            print(f"[{time.monotonic() - started:5.0f}s] {text}", file=sys.stderr, flush=True)
 
-    split = load_mnist1d(args.samples)
+    progress(f"generating MNIST-1D ({args.samples} samples, offline)")
+    split = with_heartbeat(lambda: load_mnist1d(args.samples), progress, "generating MNIST-1D")
     small = keep_count(args.keep, args.batch_size)
     if args.costs:
         with open(args.costs) as file:
             costs = Costs.from_dict(json.load(file))
     else:
-        progress("calibrating the cost model")
+        progress("calibrating the cost model: timing a training step and a scoring forward on this machine")
         costs = calibrate_here(split, args.batch_size, args.keep, small)
+    steps = -(-len(split.x_train) // args.batch_size) * args.epochs
+    sb_run = steps * sb_step_seconds(costs, args.batch_size, small, overhead="sb", scored={args.batch_size: 1.0})
+    plain_run = steps * costs.plain_step(args.batch_size)
+    # the timed rounds: the baseline, 3 selection-priced arms, and controls at about selection's compute (at most 3)
+    estimate = 2 * sb_run + args.repeats * (plain_run + 3 * sb_run + 3 * sb_run)
+    progress(
+        f"this run takes about {duration(estimate)} of CPU time on this machine (the cost model's prices: a "
+        f"warm-up of 2 arms, then {args.repeats} timed repeats of 6-7 arms; longer if the machine is busy)"
+    )
     common = {"epochs": args.epochs, "batch_size": args.batch_size, "seed": args.seed, "costs": costs}
     sb_name, random_name = f"SB top-k keep={args.keep}", f"random keep={args.keep}"
     arms = {
@@ -334,18 +419,27 @@ def main(argv: list[str] | None = None) -> dict:
         kinds[f"batch {small}, {epochs} epochs"] = "small batch"
     # Timed: every arm `repeats` times, its epochs interleaved with the other arms', the order rotated every epoch.
     names = list(arms)
+
+    def price(name: str) -> float:  # the cost model's CPU seconds for one run of an arm
+        if name in warm or arms[name].get("policy") == "random":  # random: selection's work
+            return warm[name if name in warm else sb_name]["predicted_seconds"]
+        size = arms[name].get("batch_size", args.batch_size)
+        return arms[name].get("epochs", args.epochs) * -(-len(split.x_train) // size) * costs.plain_step(size)
+
+    timed = args.repeats * sum(price(name) for name in names)
+    progress(f"warm-up done; the {args.repeats} timed repeats of {len(names)} arms take about {duration(timed)} more")
     runs: dict[str, list[dict]] = {name: [] for name in names}
     for r in range(args.repeats):
+        fresh = {name: Run(split, **{**common, **arms[name]}) for name in names}
+        if r == 0:  # every repeat is the same run: the first one's accuracies after each epoch are the curves
+            for run in fresh.values():
+                run.curve = []
         done = interleaved(
-            {name: Run(split, **{**common, **arms[name]}) for name in names},
-            rotate=r,
-            progress=lambda text, r=r: progress(f"repeat {r + 1}/{args.repeats}: {text}"),
+            fresh, rotate=r, progress=lambda text, r=r: progress(f"repeat {r + 1}/{args.repeats}: {text}")
         )
         for name in names:
             runs[name].append(done[name])
-    progress("")
-    if args.progress:
-        print(file=sys.stderr)
+    progress("done: the table and the verdict follow on stdout")
     base = [run["seconds"] for run in runs["baseline"]]
     timings = {
         name: Timing([run["seconds"] for run in done], [run["seconds"] / b for run, b in zip(done, base, strict=True)])
@@ -362,6 +456,13 @@ def main(argv: list[str] | None = None) -> dict:
     }
     accuracies = {name: result["accuracy"] for name, result in results.items()}
     said = verdict(accuracies, timings, kinds, tolerance=args.tolerance)
+    curves = {
+        name: ([statistics.median(marks) for marks in zip(*(run["marks"] for run in done), strict=True)],
+               done[0]["curve"])
+        for name, done in runs.items()
+    }  # fmt: skip
+    for result in results.values():
+        del result["marks"], result["curve"]
 
     sizes = f"{len(split.x_train)} train / {len(split.x_test)} test"
     print(f"MNIST-1D, {sizes}, {args.epochs} epochs, batch {args.batch_size}, {args.repeats} timed repeats")
@@ -377,13 +478,40 @@ def main(argv: list[str] | None = None) -> dict:
             f"{r['predicted_seconds']:>10.1f}s  {cpu:<23}{ratio}"
         )
     print()
-    print(LEGEND.format(repeats=args.repeats, small=small, level=LEVEL))
+    print(LEGEND.format(repeats=args.repeats, small=small, tied=TIED))
     print()
     print(textwrap.fill(said, width=116))
+    if args.plot:
+        plot(curves, accuracies["baseline"] - args.tolerance / 100, args.plot, progress)
     if args.json:
+        curve_points = {name: {"seconds": x, "accuracy": y} for name, (x, y) in curves.items()}
         with open(args.json, "w") as file:
-            json.dump({**results, "costs": costs.as_dict(), "verdict": said}, file, indent=1)
+            json.dump({**results, "costs": costs.as_dict(), "verdict": said, "curves": curve_points}, file, indent=1)
     return results
+
+
+def plot(curves: dict[str, tuple[list[float], list[float]]], target: float, path: str, say) -> None:
+    """Save each arm's test accuracy after each epoch against its CPU seconds (the median over the repeats) to
+    ``path``, with the accuracy the verdict asks for; says where, or that matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        say(f"no picture: matplotlib is not installed (pip install matplotlib, then run again for {path})")
+        return
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for name, (seconds, accuracy_) in curves.items():
+        axes.plot([0.0, *seconds], [math.nan, *accuracy_], marker="o", markersize=3, label=name)
+    axes.axhline(target, color="grey", linestyle="--", linewidth=1, label="the baseline's accuracy, less the tolerance")
+    axes.set_xlabel("CPU seconds of training (median over the repeats)")
+    axes.set_ylabel("test accuracy")
+    axes.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    say(f"saved the accuracy-against-seconds curves to {path}")
 
 
 def calibrate_here(split, batch_size: int, keep: float, small: int):

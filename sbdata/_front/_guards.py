@@ -5,7 +5,7 @@ Each check is called from one line of a front end; each warns once per object, n
 - :class:`ReadAheadGuard`: the consumer reads batches ahead of training (Lightning's prefetch for a loader without
   ``len()``, ``list(loader)``), so batches are scored with parameters that change before they are trained on.
 - :func:`warn_if_unsharded`: under a process group of several ranks, the wrapped loader shows no sharding, so every
-  rank would read the same data.
+  rank would read the same data (under Accelerate it refuses: the wrong order, ``accelerator.prepare(SBLoader(...))``).
 - :func:`warn_if_other_rank`: a state saved on one rank is loaded on another.
 
 Each warns through :func:`sbdata._util.warn_from_user_code`, so that it names the user's line.
@@ -14,6 +14,7 @@ Each warns through :func:`sbdata._util.warn_from_user_code`, so that it names th
 from __future__ import annotations
 
 import collections
+import sys
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -152,9 +153,28 @@ def _unsharded(loader: Any) -> bool:
     return not any(part is not None and _shows_sharding(part) for part in parts)
 
 
+def _under_accelerate() -> bool:
+    """Whether this process trains under a Hugging Face ``Accelerator`` (read without importing accelerate)."""
+    state = sys.modules.get("accelerate.state")
+    return state is not None and bool(state.is_initialized())
+
+
 def warn_if_unsharded(loader: Any) -> None:
-    """Warn when several ranks train and ``loader`` would give each of them the same data."""
+    """Warn when several ranks train and ``loader`` would give each of them the same data; under Accelerate, refuse.
+
+    Raises:
+        RuntimeError: under an ``Accelerator`` of several processes, for an unprepared loader: the wrong order
+            ``accelerator.prepare(SBLoader(loader, ...))``, which Accelerate passes through unsharded.
+    """
     world = rank_and_world()[1]
+    if world > 1 and _unsharded(loader) and _under_accelerate():
+        raise RuntimeError(
+            f"sbdata: Accelerate runs {world} processes but SBLoader wraps a {type(loader).__name__} that "
+            "accelerator.prepare has not sharded, so every process would train on the same data "
+            "(accelerator.prepare(SBLoader(loader, ...)) passes the SBLoader through untouched). Prepare first, "
+            "then wrap: loader = accelerator.prepare(loader); sb = sbdata.integrations.accelerate.wrap(accelerator, "
+            "loader, model, loss_fn, ...)"
+        )
     if world > 1 and _unsharded(loader):
         warn_from_user_code(
             f"sbdata: torch.distributed runs {world} ranks but the wrapped {type(loader).__name__} has no "

@@ -133,7 +133,7 @@ class Verdict:
         speedups: each selection arm's measured speed-up in progress per second over plain (index 0: arm 1), NaN
             where plain's progress is not above zero by :data:`RATIO_ERRORS` standard errors.
         contrasts: each selection arm's ``D_a`` in standard errors (the decision's statistic).
-        reason: one sentence: what was measured and why this arm.
+        reason: in words: what was decided, what each share measured against the bar, and the rule that decided.
     """
 
     arm: int
@@ -176,23 +176,26 @@ def verdict(
             var = scale * scale * cov[arm][arm] + m * m * cov[0][0] - 2 * scale * m * cov[0][arm]
             into.append(_in_errors(rate - m * p0, var))
         speedups.append(progress.rates[arm] / p0 * scale if known else math.nan)
-    measured = ", ".join(
-        f"keep {k:g}: {_speed(s)} ({c:+.1f} se)" for k, s, c in zip(keeps, speedups, contrasts, strict=True)
+    bar = 1 + margin
+    measured = "; ".join(
+        _measured(k, s, c, bar, p0, progress.se(0)) for k, s, c in zip(keeps, speedups, contrasts, strict=True)
     )
-    per_window = f"plain {p0:+.4f} +- {progress.se(0):.4f} per window"
     best = max(range(arms), key=lambda i: (_finite(contrasts[i]), keeps[i]))
     if contrasts[best] > z:  # NaN (no degree of freedom) compares False: plain
-        reason = f"select at keep {keeps[best]:g}: measured {measured}; {per_window}"
+        reason = (
+            f"Decided: select, keeping {keeps[best]:g} of each batch. {_capital(measured)}. Selection turns on when "
+            f"it beats {bar:.2f}x by more than {_errors(z)}, and it did"
+        )
         return Verdict(best + 1, tuple(speedups), tuple(contrasts), reason)
     if incumbent and not holds[incumbent - 1] < -z:  # NaN compares False: the incumbent stays
         reason = (
-            f"selection stays at keep {keeps[incumbent - 1]:g}: measured {measured}; {per_window}; not below the "
-            f"progress per second of whole batches by {z:g} standard error(s)"
+            f"Decided: keep selecting at keep {keeps[incumbent - 1]:g}. {_capital(measured)}. Selection that is on "
+            f"turns off only when it measures slower than whole batches by more than {_errors(z)}, and it did not"
         )
         return Verdict(incumbent, tuple(speedups), tuple(contrasts), reason)
     reason = (
-        f"whole batches: measured {measured}; {per_window}; none beats {1 + margin:.2f}x the progress per second of "
-        f"whole batches by {z:g} standard error(s)"
+        f"Decided: train on whole batches. {_capital(measured)}. Selection turns on only when it beats {bar:.2f}x "
+        f"by more than {_errors(z)} (when in doubt, whole batches)"
     )
     return Verdict(0, tuple(speedups), tuple(contrasts), reason)
 
@@ -206,9 +209,25 @@ def _in_errors(value: float, variance: float) -> float:
     return value / math.sqrt(variance)
 
 
-def _speed(value: float) -> str:
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _errors(value: float) -> str:
+    return f"{value:g} standard error" + ("" if value == 1 else "s")
+
+
+def _measured(keep: float, speedup: float, contrast: float, bar: float, plain: float, plain_se: float) -> str:
+    """What one share measured, in words: its speed against whole batches and its distance from the bar."""
+    where = f"{abs(contrast):.1f} standard errors {'above' if contrast >= 0 else 'below'} the {bar:.2f}x bar"
+    if math.isnan(contrast):
+        where = "no standard error (too few windows to tell)"
+    if math.isfinite(speedup):
+        return f"keeping {keep:g} learned {speedup:.2f}x as fast per second as whole batches ({where})"
     return (
-        f"{value:.2f}x" if math.isfinite(value) else f"no ratio (plain's progress is within {RATIO_ERRORS:g} se of 0)"
+        f"keeping {keep:g} could not be given a speed ratio, because whole batches themselves barely improved "
+        f"({plain:+.4f} per window, within {RATIO_ERRORS:g} standard errors ({plain_se:.4f} each) of none); by the "
+        f"difference in progress per second it stood {where}"
     )
 
 

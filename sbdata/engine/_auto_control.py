@@ -252,9 +252,9 @@ class AutoController:
         total, squares, count, steps = (sum(row[i] for row in sums) for i in range(2, SUMS))
         tail = values[SUMS * windows :]
         if tail[0] < world or any(row[1] <= 0 for row in sums) or steps <= 0:  # no verdict: the last one stands
-            standing = f"selection stays at keep {self.keep:g}" if self.on else "whole batches"
-            self._record(step, f"{standing}: a trial window measured nothing or nothing was timed yet; next trial in "
-                               f"{self.every} batches")  # fmt: skip
+            standing = f"Selection stays on at keep {self.keep:g}" if self.on else "Training stays on whole batches"
+            self._record(step, f"Could not decide: a trial window measured nothing (no finite quality) or no step "
+                               f"was timed yet. {standing}. Next trial in {self.every} batches")  # fmt: skip
             return
         costs = CostTable(*(v / world for v in tail[1:]))
         self.tau = tau_from_sums(total, squares, count)
@@ -273,8 +273,8 @@ class AutoController:
         self.speedup = result.speedups[chosen]
         self.score_share = score_share(self.keep, batch, costs)
         self.predicted = shrink_speedup(self.tau, self.keep, batch, costs)
-        self._record(step, f"{result.reason}; the variance model predicted {self.predicted:.2f}x at keep "
-                           f"{self.keep:g} (tau {self.tau:.2f}); next trial in {gap} batches")  # fmt: skip
+        self._record(step, f"{result.reason}. The spread of the losses alone had predicted {self.predicted:.2f}x at "
+                           f"keep {self.keep:g} (tau {self.tau:.2f}). Next trial in {gap} batches")  # fmt: skip
 
     def _settle_on(self, on: bool) -> int:
         """Take the verdict ``on`` and schedule the next trial; returns its wait in loader batches. Each verdict
@@ -311,10 +311,19 @@ class AutoController:
     def _record(self, step: int, reason: str, trial: bool = True) -> None:
         decision = [float(step), float(self.on), self.keep, self.tau, self.speedup]
         self.decisions = [*self.decisions, decision][-self.settings.decisions_kept :]
-        self.reason = f"trial {self.trials}: {reason}" if trial else reason
+        self.reason = f"{self._compared()}. {reason}" if trial else reason
         if not self.on and not self.warned:
             self.warned = True
-            warn_from_user_code(f"sbdata keep='auto': {self.reason}")
+            latest = "said once; loader.stats.auto_reason has the latest"
+            warn_from_user_code(f"sbdata keep='auto': {self.reason} ({latest})")
+
+    def _compared(self) -> str:
+        """What a trial compares, in words: ``Trial n compared whole batches with keeping k of each batch ...``."""
+        shares = " and ".join(f"{k:g}" for k in self.keeps)
+        return (
+            f"Trial {self.trials} compared whole batches with keeping {shares} of each batch, in alternating "
+            f"windows of {self._span()} loader batches"
+        )
 
     # ----------------------------------------------------------------- stats and state
     def stats(self) -> dict[str, Any]:

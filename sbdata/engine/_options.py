@@ -46,7 +46,8 @@ SyncMode: TypeAlias = Literal["local", "global"]
 
 
 class EngineOptions(TypedDict, total=False):
-    """Every keyword option of :class:`~sbdata.SelectionEngine` and of each front end (the README's options table).
+    """Every keyword option of :class:`~sbdata.SelectionEngine` and of each front end (the user guide's options table,
+    docs/guide/wrap_a_loader.md).
 
     Attributes:
         keep: share of each SB batch to keep, in (0, 1]. Default 0.5. For ``"history"`` it sets

@@ -41,7 +41,9 @@ class SBStats:
             chosen share, or of the best one while off (nan before a decision, and where whole batches' own
             progress was within 2 standard errors of zero: no ratio, the verdict read the difference alone).
         auto_decisions: ``(step, on, keep, tau, speedup)`` at each of the last decisions (bounded).
-        auto_reason: the last decision, in numbers: what each share measured, and the variance model's prediction.
+        auto_reason: the last decision in words: what the trial compared, what it decided and why (each share's
+            measured speed-up and its distance from the bar), the variance model's prediction, and when the next
+            trial comes.
         auto_trials: trials completed.
         auto_trial_share: share of the routed loader batches that were trial windows (nan without auto).
         samples_checked: samples sbdata scored a second time to check itself (the precision check's extra passes

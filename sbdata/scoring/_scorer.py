@@ -385,10 +385,18 @@ class Scorer:
         """``losses`` checked to be per-sample, with extra dimensions reduced to one value per sample."""
         if not isinstance(losses, torch.Tensor):
             raise TypeError(f"loss_fn returned {type(losses).__name__}, expected a tensor of per-sample losses")
-        if losses.dim() == 0 or losses.shape[0] != batch_size:
+        if losses.dim() == 0:
             raise ValueError(
-                f"loss_fn returned shape {tuple(losses.shape)}, expected per-sample ({batch_size},): "
-                "pass reduction='none'"
+                f"loss_fn returned one number (shape ()), expected one loss per sample ({batch_size},): sbdata "
+                "already calls it with reduction='none', and it returned a reduced loss anyway. Make loss_fn honour "
+                "reduction (pass it on, e.g. F.cross_entropy(outputs, targets, reduction=reduction)), or pass a "
+                "per-sample loss such as nn.CrossEntropyLoss()"
+            )
+        if losses.shape[0] != batch_size:
+            raise ValueError(
+                f"loss_fn returned shape {tuple(losses.shape)}, expected one loss per sample ({batch_size},) first: "
+                "sbdata calls it with reduction='none' on a batch of that many samples; make loss_fn return the "
+                "samples along the first dimension (for a model whose outputs are not (batch, ...), pass forward=)"
             )
         if losses.dim() > 1:
             losses = self.reduce(losses, targets) if self.reduce is not None else losses.flatten(1).mean(1)

@@ -192,6 +192,7 @@ def test_a_model_without_trainable_parameters_is_not_watched():
 
 def test_unsharded_loader_under_several_ranks_warns_naming_the_fix(monkeypatch):
     monkeypatch.setattr(_guards, "rank_and_world", lambda: (0, 2))
+    monkeypatch.setattr(_guards, "_under_accelerate", lambda: False)  # torch.distributed alone (Accelerate: refused)
     data = TensorDataset(torch.randn(8, 1), torch.zeros(8, dtype=torch.long))
     with pytest.warns(RuntimeWarning, match="every rank would train on the same data.*DistributedSampler"):
         SBLoader(DataLoader(data, batch_size=4, shuffle=True), nn.Linear(1, 2), F.cross_entropy)

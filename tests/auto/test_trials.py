@@ -64,11 +64,15 @@ def test_verdict_prices_progress_per_second():
     # plain 3 s and keep 0.25 1.75 s per batch: equal progress per batch is 12/7 per second
     result = verdict(exact([0.01, 0.01]), [3.0, 1.75], [0.25])
     assert result.arm == 1 and result.speedups == pytest.approx((12 / 7,))
-    assert result.reason.startswith("select at keep 0.25: measured keep 0.25: 1.71x (+inf se)")
+    assert result.reason.startswith(
+        "Decided: select, keeping 0.25 of each batch. Keeping 0.25 learned 1.71x as fast per second as whole "
+        "batches (inf standard errors above the 1.05x bar)"
+    )
     # 0.6 of the progress per batch: 1.03x, below 1 + margin
     result = verdict(exact([0.01, 0.006]), [3.0, 1.75], [0.25])
     assert result.arm == 0 and result.speedups == pytest.approx((0.6 * 12 / 7,))
-    assert "none beats 1.05x" in result.reason
+    assert result.reason.startswith("Decided: train on whole batches. Keeping 0.25 learned 1.03x")
+    assert "Selection turns on only when it beats 1.05x by more than 1 standard error" in result.reason
 
 
 def test_verdict_picks_the_arm_with_the_strongest_evidence_and_needs_z_errors():
@@ -86,7 +90,9 @@ def test_verdict_picks_the_arm_with_the_strongest_evidence_and_needs_z_errors():
 def test_verdict_without_plain_progress_compares_seconds_only_by_the_contrast():
     result = verdict(exact([0.0, 0.01]), [3.0, 1.75], [0.25])
     assert result.arm == 1 and math.isnan(result.speedups[0])
-    assert "no ratio (plain's progress is within 2 se of 0)" in result.reason
+    assert "Keeping 0.25 could not be given a speed ratio, because whole batches themselves barely improved" in (
+        result.reason
+    )
     assert verdict(exact([0.0, 0.0]), [3.0, 1.75], [0.25]).arm == 0  # nothing moves: plain
 
 
@@ -97,12 +103,13 @@ def test_the_incumbent_stays_unless_it_measures_below_plain_by_z_errors():
     fit = Progress((0.01, 0.006), cov)
     assert verdict(fit, costs, [0.25]).arm == 0
     kept = verdict(fit, costs, [0.25], incumbent=1)
-    assert kept.arm == 1 and kept.reason.startswith("selection stays at keep 0.25: measured keep 0.25: 1.03x")
+    assert kept.arm == 1 and kept.reason.startswith("Decided: keep selecting at keep 0.25. Keeping 0.25 learned 1.03x")
+    assert "turns off only when it measures slower than whole batches by more than 1 standard error" in kept.reason
     # 0.5 of it: 0.857x; 0.005 * 12/7 - 0.01 = -0.00143, se sqrt((12/7)^2 + 1) 1e-3 = 1.98e-3: -0.72 se, stays
     assert verdict(Progress((0.01, 0.005), cov), costs, [0.25], incumbent=1).arm == 1
     # 0.3 of it: 0.51x; 0.003 * 12/7 - 0.01 = -0.00486: -2.45 se, below plain by more than z: off
     dropped = verdict(Progress((0.01, 0.003), cov), costs, [0.25], incumbent=1)
-    assert dropped.arm == 0 and "none beats 1.05x" in dropped.reason
+    assert dropped.arm == 0 and dropped.reason.startswith("Decided: train on whole batches")
     assert verdict(Progress((0.01, 0.003), cov), costs, [0.25], incumbent=1, z=3.0).arm == 1
     # without a degree of freedom the incumbent is not measured below plain: it stays
     nan = Progress((0.01, 0.001), ((math.nan, math.nan), (math.nan, math.nan)))
@@ -118,6 +125,10 @@ def test_a_speedup_ratio_needs_plain_progress_above_two_standard_errors():
     wide = Progress((0.01, 0.02), ((0.006**2, 0.0), (0.0, 0.001**2)))
     result = verdict(wide, [3.0, 1.75], [0.25])
     assert result.arm == 1 and math.isnan(result.speedups[0]) and result.contrasts == pytest.approx((3.64,), abs=0.01)
-    assert result.reason.startswith("select at keep 0.25: measured keep 0.25: no ratio (plain's progress is within 2")
+    assert result.reason.startswith(
+        "Decided: select, keeping 0.25 of each batch. Keeping 0.25 could not be given a speed ratio, because whole "
+        "batches themselves barely improved (+0.0100 per window, within 2 standard errors (0.0060 each) of none); by "
+        "the difference in progress per second it stood 3.6 standard errors above the 1.05x bar"
+    )
     narrow = Progress((0.01, 0.02), ((0.004**2, 0.0), (0.0, 0.001**2)))
     assert verdict(narrow, [3.0, 1.75], [0.25]).speedups == pytest.approx((2 * 12 / 7,))

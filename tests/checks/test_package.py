@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import sbdata
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,8 +28,14 @@ def test_import_does_not_pull_optional_dependencies():
     assert out.stdout.strip() == "[]"
 
 
-def readme_python_blocks() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+# The user's documents whose python blocks run (each file's blocks in order, in one namespace of their own): the
+# README and the user guide.
+GUIDE = ROOT / "docs" / "guide"
+USER_DOCS = ["README.md", *sorted(str(path.relative_to(ROOT)) for path in GUIDE.glob("*.md"))]
+
+
+def readme_python_blocks(document: str = "README.md") -> list[str]:
+    text = (ROOT / document).read_text()
     return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
 
 
@@ -59,34 +67,70 @@ def extras_distributions() -> dict[str, set[str]]:
     return {name: {re.split(r"[<>=!~; \[]", req, maxsplit=1)[0] for req in reqs} for name, reqs in extras.items()}
 
 
-def readme_block_installs() -> list[tuple[str, list[str]]]:
-    """Each python block of the README and the extras its first line names (``# install: pip install -e .`` for the
-    core install, ``# install: pip install -e ".[torchdata]"`` for an extra)."""
+def with_dependencies(distributions: set[str]) -> set[str]:
+    """``distributions`` and every distribution they require, installed ones only (lightning brings tqdm)."""
+    import importlib.metadata
+
+    found, todo = set(), [name.lower() for name in distributions]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        todo += [re.split(r"[<>=!~; \[(]", req, maxsplit=1)[0].lower() for req in requires if "extra ==" not in req]
+    return found
+
+
+def readme_block_installs(document: str = "README.md") -> list[tuple[str, list[str]]]:
+    """Each python block of a user document and the extras its first line names (``# install: pip install -e .``
+    for the core install, ``# install: pip install -e ".[torchdata]"`` for an extra)."""
     found = []
-    for i, block in enumerate(readme_python_blocks()):
+    for i, block in enumerate(readme_python_blocks(document)):
         named = INSTALL_LINE.match(block)
-        assert named, f"README python block {i} does not open with the install it needs (# install: ...):\n{block}"
+        assert named, f"{document} python block {i} does not open with the install it needs (# install: ...):\n{block}"
         found.append((block, sorted(named.group(1).split(",")) if named.group(1) else []))
     return found
 
 
 # Runs in a fresh interpreter: the blocks in order, in one namespace, each with only its own install importable.
 RUN_BLOCKS = """
-import json, sys, traceback
+import importlib.metadata, json, sys, traceback
 
 spec = json.load(sys.stdin)
+document = spec.get("document", "README.md")
 optional = spec["optional"]
 origin = {name: frozenset() for name in sys.modules}  # the distributions allowed when each module was imported
 namespace = {"__name__": "readme"}
+absent = set()  # the distributions the running block may not use: their metadata reads as not installed either
+metadata_version = importlib.metadata.version
+
+
+def version(name):  # what libraries ask before importing an optional package (torchmetrics: matplotlib)
+    if name.lower() in absent:
+        raise importlib.metadata.PackageNotFoundError(name)
+    return metadata_version(name)
+
+
+importlib.metadata.version = version
+hideable = {*optional, "sbdata"}  # what a block with more extras may have imported that a later one may not see
 for i, (block, allowed) in enumerate(spec["blocks"]):
     allowed = frozenset(allowed)
-    hidden = {m: sys.modules.pop(m) for m in list(sys.modules) if not origin.get(m, frozenset()) <= allowed}
+    hidden = {  # torch's own modules stay: torch registers operators once per process
+        m: sys.modules.pop(m)
+        for m in list(sys.modules)
+        if m.split(".")[0] in hideable and not origin.get(m, frozenset()) <= allowed
+    }
     refused = [name for name, distribution in optional.items() if distribution not in allowed]
+    absent = {distribution for distribution in optional.values() if distribution not in allowed}
     sys.modules.update(dict.fromkeys(refused))  # None: `import` raises ModuleNotFoundError, find_spec says absent
     try:
-        exec(compile(block, f"README.md python block {i}", "exec"), namespace)
+        exec(compile(block, f"{document} python block {i}", "exec"), namespace)
     except BaseException as error:
-        print(f"README python block {i} failed: {error!r}\\n{block}")
+        print(f"{document} python block {i} failed: {error!r}\\n{block}")
         traceback.print_exc()
         sys.exit(1)
     for name in refused:
@@ -97,8 +141,10 @@ for i, (block, allowed) in enumerate(spec["blocks"]):
 """
 
 
-def test_readme_python_blocks_run_in_order_with_exactly_their_installs():
-    """Every python block of the README runs, in order, with exactly the install its first line names.
+@pytest.mark.parametrize("document", USER_DOCS)
+def test_readme_python_blocks_run_in_order_with_exactly_their_installs(document):
+    """Every python block of the README and of each page of the user guide runs, in order (a page's blocks share
+    one namespace, each page its own), with exactly the install its first line names.
 
     Building one environment per extra would take minutes of CI per extra, so the blocks run in one fresh
     interpreter of the test environment (which has every extra) where the missing installs are simulated: before
@@ -110,14 +156,17 @@ def test_readme_python_blocks_run_in_order_with_exactly_their_installs():
     are hidden from a later block with fewer. A block that needs an extra it does not name fails, naming itself.
     """
     distributions = extras_distributions()
-    blocks = readme_block_installs()
-    assert len(blocks) >= 4
+    blocks = readme_block_installs(document)
+    if not blocks:
+        assert "```python" not in (ROOT / document).read_text()
+        return
     runs = []
     for i, (block, extras) in enumerate(blocks):
         unknown = sorted(set(extras) - set(distributions))
-        assert not unknown, f"README python block {i} names extras pyproject.toml lacks: {unknown}"
-        runs.append((block, sorted(set().union(*(distributions[e] for e in extras)) & set(OPTIONAL_IMPORTS.values()))))
-    spec = json.dumps({"optional": OPTIONAL_IMPORTS, "blocks": runs})
+        assert not unknown, f"{document} python block {i} names extras pyproject.toml lacks: {unknown}"
+        named = set().union(*(distributions[e] for e in extras))
+        runs.append((block, sorted(with_dependencies(named) & set(OPTIONAL_IMPORTS.values()))))
+    spec = json.dumps({"optional": OPTIONAL_IMPORTS, "blocks": runs, "document": document})
     run = subprocess.run(
         [sys.executable, "-c", RUN_BLOCKS], input=spec, capture_output=True, text=True, cwd=ROOT, timeout=600
     )
@@ -130,7 +179,7 @@ def test_the_block_runner_refuses_an_extra_the_block_does_not_name():
     spec = json.dumps({"optional": OPTIONAL_IMPORTS, "blocks": blocks})
     run = subprocess.run([sys.executable, "-c", RUN_BLOCKS], input=spec, capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 1
-    assert "README python block 2 failed" in run.stdout and "torchdata" in run.stdout + run.stderr
+    assert "README.md python block 2 failed" in run.stdout and "torchdata" in run.stdout + run.stderr
 
 
 def test_the_install_line_names_the_extras():
@@ -142,9 +191,9 @@ def test_the_install_line_names_the_extras():
 
 
 def readme_option_names() -> list[str]:
-    """The option names in the first column of the README's options table (``split`` / ``forward`` share a row)."""
-    text = (ROOT / "README.md").read_text()
-    table = text.split("\n### Options\n", 1)[1].split("\n### ", 1)[0]
+    """The option names in the first column of the guide's options table (``split`` / ``forward`` share a row)."""
+    text = (GUIDE / "wrap_a_loader.md").read_text()
+    table = text.split("\n## Options\n", 1)[1].split("\n## ", 1)[0]
     rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
     return [name for row in rows for name in re.findall(r"`(\w+)`", row)]
 

@@ -35,6 +35,9 @@ SMALL = {"keeps": (0.25,), "window": 4, "settle": 2, "cycles": 2, "warmup": 2, "
 # last window's average is measured over batches 50-51, and the decision lands a window later, at batch 56
 ORDER = [0, 1, 1, 0, 0, 1, 1, 0]
 DECISION = 2 + 8 * 6 + 2 + 4
+# How every trial's reason opens (windows of 2 + 4 batches), and what the one warning adds
+TRIAL_1 = "Trial 1 compared whole batches with keeping 0.25 of each batch, in alternating windows of 6 loader batches. "
+LATEST = "said once; loader.stats.auto_reason has the latest"
 PER_SECOND = 48 / 28  # FE at B=16: a plain step costs train(16) = 48, a selection step score(16) + train(4) = 28
 pytestmark = pytest.mark.filterwarnings("ignore:sbdata keep='auto'")
 
@@ -217,7 +220,8 @@ def test_planted_win_turns_selection_on_with_the_exact_measured_speedup():
     assert stats.auto_on and stats.auto_keep == 0.25 and stats.auto_trials == 1
     assert stats.auto_speedup == pytest.approx(PER_SECOND, rel=1e-4)
     assert stats.auto_decisions[0][:3] == (DECISION, 1.0, 0.25)
-    assert stats.auto_reason.startswith("trial 1: select at keep 0.25: measured keep 0.25: 1.71x")
+    assert stats.auto_reason.startswith(f"{TRIAL_1}Decided: select, keeping 0.25 of each batch. Keeping 0.25 learned "
+                                        "1.71x as fast per second as whole batches")  # fmt: skip
     assert stats.auto_trial_share == pytest.approx(48 / 64) and stats.auto_on_share == pytest.approx(8 / 64)
 
 
@@ -238,10 +242,11 @@ def test_planted_loss_keeps_selection_off_and_says_why_once(selected, speedup):
     stats = sb.stats
     assert not stats.auto_on and stats.auto_keep == 1.0
     assert stats.auto_speedup == pytest.approx(speedup, abs=1e-4)
-    assert stats.auto_reason.startswith("trial 1: whole batches: measured keep 0.25: ")
-    assert "none beats 1.05x the progress per second of whole batches by 1 standard error(s)" in stats.auto_reason
+    assert stats.auto_reason.startswith(f"{TRIAL_1}Decided: train on whole batches. Keeping 0.25 ")
+    assert "Selection turns on only when it beats 1.05x by more than 1 standard error" in stats.auto_reason
+    assert stats.auto_reason.endswith("Next trial in 2000 batches")
     messages = [str(w.message) for w in caught if "keep='auto'" in str(w.message)]
-    assert messages == [f"sbdata keep='auto': {stats.auto_reason}"]
+    assert messages == [f"sbdata keep='auto': {stats.auto_reason} ({LATEST})"]
     assert [w.filename for w in caught if "keep='auto'" in str(w.message)] == [__file__]  # the user's loop line
 
 
@@ -259,7 +264,7 @@ def test_a_share_that_keeps_fewer_than_min_kept_samples_is_not_trialled_and_says
     )
     assert [d[:2] for d in stats.auto_decisions] == [(2.0, 0.0)]  # at the warm-up's end
     messages = [w for w in caught if "keep='auto'" in str(w.message)]
-    assert [str(w.message) for w in messages] == [f"sbdata keep='auto': {stats.auto_reason}"]
+    assert [str(w.message) for w in messages] == [f"sbdata keep='auto': {stats.auto_reason} ({LATEST})"]
     assert [w.filename for w in messages] == [__file__]
     sb, sizes = run(plain=0.01, selected=0.01, min_kept=4)  # 4 is enough: the trial runs and selection pays
     assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_on
@@ -281,9 +286,11 @@ def test_a_trial_that_measures_nothing_leaves_the_last_verdict_standing_and_says
         with torch.no_grad():
             model.theta += 0.01
     decisions = [(int(step), on) for step, on, *_ in sb.stats.auto_decisions]
-    standing = "selection stays at keep 0.25" if measured_win_first else "whole batches"
+    standing = "Selection stays on at keep 0.25" if measured_win_first else "Training stays on whole batches"
     assert sb.stats.auto_on is measured_win_first and decisions[-1][1] == float(measured_win_first)
-    assert sb.stats.auto_reason.startswith(f"trial {sb.stats.auto_trials}: {standing}: a trial window measured")
+    trial = TRIAL_1.replace("Trial 1", f"Trial {sb.stats.auto_trials}")
+    assert sb.stats.auto_reason.startswith(f"{trial}Could not decide: a trial window measured")
+    assert f". {standing}. Next trial in 20 batches" in sb.stats.auto_reason
     if measured_win_first:
         assert decisions[0] == (DECISION, 1.0) and sb.stats.auto_trials >= 2
 
@@ -328,9 +335,10 @@ def test_the_exit_test_keeps_a_measured_win_unless_selection_measures_below_plai
     decisions = [(int(step), on) for step, on, *_ in sb.stats.auto_decisions]
     # on at 56; a repeated verdict doubles the wait: the exit tests start 40, then 80 batches after a decision
     assert decisions[:3] == [(DECISION, 1.0), (DECISION + 40 + 54, 1.0), (DECISION + 40 + 54 + 80 + 54, 0.0)]
-    assert reasons[0].startswith("trial 1: select at keep 0.25")
-    assert reasons[1].startswith("trial 2: selection stays at keep 0.25: measured keep 0.25: 1.03x")
-    assert reasons[2].startswith("trial 3: whole batches: measured keep 0.25: 0.00x")
+    assert reasons[0].startswith(f"{TRIAL_1}Decided: select, keeping 0.25")
+    trial = TRIAL_1.replace("Trial 1", "Trial {}")
+    assert reasons[1].startswith(f"{trial.format(2)}Decided: keep selecting at keep 0.25. Keeping 0.25 learned 1.03x")
+    assert reasons[2].startswith(f"{trial.format(3)}Decided: train on whole batches. Keeping 0.25 learned 0.00x")
 
 
 def test_each_verdict_for_whole_batches_in_a_row_doubles_the_wait():
@@ -341,7 +349,7 @@ def test_each_verdict_for_whole_batches_in_a_row_doubles_the_wait():
     # trial n + 1 starts 20, 40, 80 batches after decision n; a trial decides 54 batches after it starts
     assert steps == [DECISION, DECISION + 20 + 54, DECISION + 20 + 54 + 40 + 54]
     assert all(on == 0.0 for _, on, *_ in sb.stats.auto_decisions)
-    assert sb.stats.auto_reason.endswith("next trial in 80 batches") and len(sizes) == 300
+    assert sb.stats.auto_reason.endswith("Next trial in 80 batches") and len(sizes) == 300
 
 
 def test_measurement_has_no_side_effects_on_the_model_or_the_rngs():

@@ -1,6 +1,7 @@
 """The quickstart runs end to end as the README runs it (a script), small, and its verdict reads fixed numbers; the
 examples' shared data loader; the plain-PyTorch MNIST loop with one SBLoader line."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -28,17 +29,26 @@ FIXED_COSTS = {
 def test_quickstart_small_runs_end_to_end(tmp_path):
     out_path, costs_path = tmp_path / "results.json", tmp_path / "costs.json"
     costs_path.write_text(json.dumps(FIXED_COSTS))  # no calibration: nothing in the run reads a clock but the timing
+    picture = tmp_path / "curves.png"
     command = [sys.executable, str(ROOT / "examples" / "quickstart.py"), "--small", "--json", out_path]
-    command += ["--costs", costs_path]
+    command += ["--costs", costs_path, "--plot", picture]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # sbdata from this checkout, installed or not
     run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "baseline" in run.stdout and "SB top-k keep=0.33" in run.stdout
     assert "Legend:" in run.stdout and "Verdict: " in run.stdout  # its words read measured seconds: not asserted
-    assert run.stderr == ""  # no progress output without --progress
     results = json.loads(out_path.read_text())
     assert results.pop("costs") == FIXED_COSTS
     assert results.pop("verdict").startswith("Verdict: ")
+    curves = results.pop("curves")  # per arm: the median CPU seconds and the test accuracy after each epoch
+    assert all(len(c["seconds"]) == len(c["accuracy"]) == 1 for c in curves.values())
+    assert all(c["accuracy"][-1] == results[name]["accuracy"] for name, c in curves.items())
+    check_progress(run.stderr.splitlines(), arms=list(results), repeats=2)
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert run.stderr.splitlines()[-1].endswith(f"saved the accuracy-against-seconds curves to {picture}")
+    else:
+        assert not picture.exists() and "matplotlib is not installed" in run.stderr
     # The controls are sized in forward-equivalents, not by a clock: SB's one epoch scores 1600 samples and trains
     # 6 * 85 + 22 = 532 (3 FE each), 3196 FE against a plain epoch's 4800, 0.67 epochs: no shorter baseline, and
     # batch 85 for max(1, floor(0.67)) = ceil(0.67) = 1 epoch.
@@ -62,6 +72,35 @@ def test_quickstart_small_runs_end_to_end(tmp_path):
     assert all(0.0 <= r["accuracy"] <= 1.0 and r["predicted_seconds"] > 0 for r in results.values())
     assert all(len(r["seconds"]) == len(r["ratios"]) == 2 for r in results.values())  # --small: 2 timed repeats
     assert all(len(set(r["accuracies"])) == 1 for r in results.values())  # every repeat is the same run
+
+
+def check_progress(lines: list[str], *, arms: list[str], repeats: int) -> None:
+    """The quickstart's progress, read by structure, not by a clock: a line before the data is generated, the time
+    it will take before any training, then one line before every epoch of every arm (warm-up and each timed repeat),
+    so that no more than one arm's epoch of work passes between two lines, and a last line when training is done."""
+    text = [line.split("] ", 1)[1] for line in lines]  # each line opens with the seconds since the start: "[   4s] "
+    text = [line for line in text if ": still at it after " not in line]  # a slow machine's heartbeat, by the clock
+    assert text[0].startswith("generating MNIST-1D")
+    assert text[1].startswith("this run takes about ") and "of CPU time on this machine" in text[1]
+    epochs = [line for line in text if ": epoch " in line]
+    warm_up = [f"warm-up: {name}: epoch 1/1" for name in arms[1:3]]  # the two selection arms, once, untimed
+    assert sorted(epochs[:2]) == sorted(warm_up)
+    assert text[text.index(epochs[1]) + 1].startswith(f"warm-up done; the {repeats} timed repeats of {len(arms)} arms")
+    timed = [f"repeat {r + 1}/{repeats}: {name}: epoch 1/1" for r in range(repeats) for name in arms]
+    assert sorted(epochs[2:]) == sorted(timed)  # each arm's every epoch of every repeat, once
+    assert [line for line in text if line.startswith("done:")] == ["done: the table and the verdict follow on stdout"]
+
+
+@pytest.mark.slow
+def test_quickstart_quiet_prints_no_progress(tmp_path):
+    costs_path = tmp_path / "costs.json"
+    costs_path.write_text(json.dumps(FIXED_COSTS))
+    command = [sys.executable, str(ROOT / "examples" / "quickstart.py"), "--small", "--quiet", "--costs", costs_path]
+    command += ["--plot", ""]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stderr == "" and "Verdict: " in run.stdout and list(tmp_path.iterdir()) == [costs_path]
 
 
 # The verdict reads accuracies and ratios only: fixed numbers here, no clock.
@@ -97,17 +136,21 @@ def test_the_verdict_names_a_plain_control_that_wins():
     assert said.endswith("use a smaller batch.")
 
 
-def test_the_verdict_calls_selection_level_with_a_control_inside_its_spread():
+def test_the_verdict_calls_arms_within_two_standard_errors_tied_and_picks_neither():
     said = verdict_for(
         {"SB top-k keep=0.33": 0.97, "random keep=0.33": 0.97, "batch 85, 4 epochs": 0.96},
         {
             "SB top-k keep=0.33": [0.7, 0.72, 0.74],
-            "random keep=0.33": [0.73, 0.75, 0.77],
+            "random keep=0.33": [0.76, 0.71, 0.75],
             "batch 85, 4 epochs": [0.5] * 3,
         },
-    )  # random's fastest repeat (0.73x) lies inside top-k's range (0.70-0.74x)
-    assert said.startswith("Verdict: selection does not beat the plain control here: SB top-k keep=0.33 (0.72x")
-    assert "random keep=0.33 (0.75x, 0.73-0.77x)" in said and "adds nothing over chance" in said
+    )  # paired differences 0.06, -0.01, 0.01: mean 0.02, standard error 0.021: within 2 of them, tied
+    assert said.startswith(
+        "Verdict: selection does not beat the plain control here: SB top-k keep=0.33 (0.72x, 0.70-0.74x) and "
+        "random keep=0.33 (0.75x, 0.71-0.76x) reached the baseline's test accuracy (0.9700, within 0.25 points), "
+        "tied within 2 standard errors of the 3 interleaved repeats (the repeats cannot order them)"
+    )
+    assert said.endswith("choosing samples by loss adds nothing over chance here.")
 
 
 def test_the_verdict_says_nothing_paid_when_no_arm_is_faster_in_every_repeat():
@@ -160,13 +203,41 @@ def test_the_public_mnist_loop_takes_sbdata_with_one_line(tmp_path):
     assert "/400 (" in run.stdout  # the test set's 400 samples
 
 
-def test_the_verdict_counts_medians_within_ten_percent_as_level():
+def test_a_steady_gap_between_interleaved_repeats_is_not_a_tie():
     said = verdict_for(
         {"SB top-k keep=0.33": 0.97, "random keep=0.33": 0.97, "batch 85, 4 epochs": 0.96},
         {
-            "SB top-k keep=0.33": [0.7, 0.71, 0.72],
-            "random keep=0.33": [0.76, 0.77, 0.78],
+            "SB top-k keep=0.33": [0.7, 0.75, 0.72],
+            "random keep=0.33": [0.73, 0.77, 0.75],
             "batch 85, 4 epochs": [0.5] * 3,
         },
-    )  # the ranges do not meet, but 0.77x is within 10% of 0.71x: a difference the repeats' spread can make
-    assert said.startswith("Verdict: selection does not beat the plain control here")
+    )  # the ranges overlap, but random is slower in every repeat (paired differences 0.03, 0.02, 0.03): not tied
+    assert said.startswith("Verdict: selection pays here: SB top-k keep=0.33 (0.72x, 0.70-0.75x) reached")
+    assert "ahead of every plain control" in said and "tied" not in said
+
+
+def test_two_selection_arms_tied_are_both_named():
+    kinds = {**KINDS, "SB + LossCache(2)": "selection"}
+    from quickstart import Timing, verdict
+
+    ratios = {"SB top-k keep=0.33": [0.7, 0.72, 0.74], "SB + LossCache(2)": [0.72, 0.71, 0.75]}
+    ratios |= {"random keep=0.33": [0.9] * 3, "batch 85, 4 epochs": [0.95] * 3}
+    accuracies = {"baseline": 0.97, **dict.fromkeys(ratios, 0.97)}
+    said = verdict(accuracies, {n: Timing([], r) for n, r in ratios.items()}, kinds, tolerance=0.25)
+    assert said.startswith("Verdict: selection pays here: SB top-k keep=0.33 (0.72x, 0.70-0.74x) and SB + LossCache(2)")
+    assert "tied within 2 standard errors of the 3 interleaved repeats" in said
+
+
+@pytest.mark.slow
+def test_the_fabric_example_resumes_mid_epoch_exactly(tmp_path):
+    """examples/fabric_loop.py in one process: Fabric sets the loader up first, the SBLoader wraps it, and a checkpoint
+    through fabric.save/fabric.load in the middle of the last epoch trains the rest of it on the same batches."""
+    command = [sys.executable, str(ROOT / "examples" / "fabric_loop.py"), "--epochs", "2"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "resumed mid-epoch exactly: True" in run.stdout
+    assert [line.split(":")[0] for line in run.stdout.splitlines() if line.startswith("epoch ")] == [
+        "epoch 0",
+        "epoch 1",
+    ]

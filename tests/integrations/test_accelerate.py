@@ -311,3 +311,24 @@ def test_a_checkpoint_after_an_epochs_last_batch_resumes_at_the_next_epoch(tmp_p
     assert len(got) == 8 and resumed.engine.epoch == 1
     if not stateful:
         assert got == following
+
+
+def test_the_wrong_order_under_several_processes_is_refused_naming_the_fix(monkeypatch):
+    """``accelerator.prepare(SBLoader(loader, ...))``: sbdata runs first (Accelerate passes the SBLoader through
+    unsharded), so the SBLoader refuses, at construction, an unprepared loader under an Accelerator of several
+    processes. Two processes are simulated (torch.distributed's world of 2, Accelerate's state initialised)."""
+    import accelerate.state
+
+    from sbdata._front import _guards
+
+    data = TensorDataset(torch.randn(8, 2), torch.zeros(8, dtype=torch.long))
+    monkeypatch.setattr(_guards, "rank_and_world", lambda: (0, 2))
+    monkeypatch.setattr(accelerate.state, "is_initialized", lambda: True)
+    with pytest.raises(RuntimeError) as refused:
+        SBLoader(DataLoader(data, batch_size=4, shuffle=True), nn.Linear(2, 2), F.cross_entropy, keep=0.5)
+    message = str(refused.value)
+    assert "Accelerate runs 2 processes" in message and "every process would train on the same data" in message
+    assert "Prepare first, then wrap: loader = accelerator.prepare(loader)" in message
+    monkeypatch.setattr(accelerate.state, "is_initialized", lambda: False)  # torch.distributed without Accelerate
+    with pytest.warns(RuntimeWarning, match="every rank would train on the same data"):
+        SBLoader(DataLoader(data, batch_size=4, shuffle=True), nn.Linear(2, 2), F.cross_entropy, keep=0.5)
