@@ -17,15 +17,11 @@ import torch.nn.functional as F
 
 from benchmarks.harness._sb import Auto, CostTable, SBLoader, Schedule, auto_decisions, trial_order
 from benchmarks.harness.arms import OwnRecipe, Probe
-from benchmarks.harness.data import ShuffledBatches
+from benchmarks.harness.data import ShuffledBatches, inputs_targets
 from benchmarks.harness.models import MODELS, RECIPES
 
 DECISIONS_KEPT = 100_000  # decisions kept by the auto arms: the whole run, for the decisions plot
 ONCE = 10**12  # Auto(every=ONCE): the first trial's verdict holds to the end of any run
-
-
-def _inputs_targets(batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    return batch[0], batch[1]  # a third field (the clean labels of a noisy run) rides along, unscored
 
 
 class Weighted:
@@ -94,7 +90,7 @@ class SelectArm(OwnRecipe):
             schedule = Schedule(start=start, end=end, interrupt=0, total_steps=total)
         loader = SBLoader(
             source, model, F.cross_entropy, keep=keep, policy=self.policy, score=self.score,
-            return_weights=self.weighted, generator=seed, nan_policy="keep", split=_inputs_targets, schedule=schedule,
+            return_weights=self.weighted, generator=seed, nan_policy="keep", split=inputs_targets, schedule=schedule,
         )  # fmt: skip
         probe = Probe(len(source), loader)
         if self.weighted:

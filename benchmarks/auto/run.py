@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -40,7 +38,7 @@ from benchmarks.harness._sb import Auto
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import RECIPES
 from benchmarks.harness.records import machine, results_dir, write_results
-from benchmarks.harness.runs import Job, run_loop
+from benchmarks.harness.runs import Job, run_loop, spawn
 from benchmarks.harness.suites import RECIPE_SUITES
 from benchmarks.harness.timing import alternated, cpu_clock, interleaved, rotated, setup
 from benchmarks.harness.train import train_run
@@ -146,24 +144,7 @@ def run_lm(
         lm_suite.stage("run", plan, folder, worker or (0, 1))
         return
     common = ["--out", str(out), *(["--arms", ",".join(only)] if only else [])]
-    procs = [
-        subprocess.Popen([sys.executable, "-m", "benchmarks", "auto", "lm", "--worker", f"{i}/{jobs}", *common])
-        for i in range(jobs)
-    ]
-    if any(proc.wait() for proc in procs):
-        raise SystemExit("benchmarks auto lm: a worker failed")
-
-
-def spawn(stages: list[list[str]], jobs: int, common: list[str]) -> None:
-    """Run each stage in ``jobs`` worker processes of this benchmark side by side; raise if one fails."""
-    for stage in stages:
-        procs = [
-            subprocess.Popen([sys.executable, "-m", "benchmarks", "auto", *stage, "--worker", f"{i}/{jobs}", *common])
-            for i in range(jobs)
-        ]
-        codes = [proc.wait() for proc in procs]
-        if any(codes):
-            raise SystemExit(f"benchmarks auto {' '.join(stage)}: a worker failed (exit codes {codes})")
+    spawn("auto", ["lm"], jobs, common)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     common = ["--out", str(args.out), "--evals", str(args.evals), *(["--smoke"] if args.smoke else [])]
     if args.stage == "all":
         started = time.time()
-        spawn([["run", name] for name in REPORTED], args.jobs, common)
+        for name in REPORTED:
+            spawn("auto", ["run", name], args.jobs, common)
         main(["timing", *common])
         run_lm(args.out, args.jobs, args.smoke)
         report(args.out, wall_seconds=time.time() - started)

@@ -33,8 +33,8 @@ import torch.nn.functional as F
 
 from benchmarks.harness._sb import advise
 from benchmarks.harness.arms import BASELINE
-from benchmarks.harness.branch_trials import FIXED, KEEPS, ORDER, POINTS, STEPS, inputs_targets
-from benchmarks.harness.data import ShuffledBatches, dataset
+from benchmarks.harness.branch_trials import FIXED, KEEPS, ORDER, POINTS, STEPS
+from benchmarks.harness.data import ShuffledBatches, dataset, inputs_targets
 from benchmarks.harness.models import RECIPES
 from benchmarks.harness.records import machine, results_dir
 from benchmarks.harness.runs import Job, run_loop

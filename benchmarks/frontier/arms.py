@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from benchmarks.harness._sb import LossCache, PruningSampler, SBLoader, auto_decisions
 from benchmarks.harness.arms import OwnRecipe, Probe, SamplerObserver
-from benchmarks.harness.data import ShuffledBatches
+from benchmarks.harness.data import ShuffledBatches, inputs_targets
 from benchmarks.harness.models import MODELS
 from benchmarks.harness.pruned import NoScoring, PrunedBatches, PruneProbe
 from benchmarks.harness.train import endless_steps as steps
@@ -21,10 +21,6 @@ from benchmarks.harness.train import train_step
 from .data import Mix
 
 STALENESS = 2  # the warm cache's
-
-
-def _inputs_targets(batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    return batch[0], batch[1]  # the last field (ids) is carried along for the cache
 
 
 @dataclass(frozen=True)
@@ -81,7 +77,7 @@ class BudgetArm(OwnRecipe):
             pruning = NoScoring(source, sampler, None, full)
             pruning.loader = SamplerObserver(sampler)  # type: ignore[assignment]
             return source, pruning
-        options: dict[str, Any] = {"keep": self.keep, "generator": seed, "split": _inputs_targets}
+        options: dict[str, Any] = {"keep": self.keep, "generator": seed, "split": inputs_targets}
         if self.policy != "default":
             options["policy"] = self.policy
         if cache is not None:

@@ -33,9 +33,8 @@ import torch
 
 from benchmarks.harness._sb import LossCache
 from benchmarks.harness.data import NOISE_SEED, Data, ShuffledBatches, flip_labels, mnist1d
-from benchmarks.harness.models import MODELS, RECIPES
+from benchmarks.harness.models import MODELS, RECIPES, accuracy
 from benchmarks.harness.train import train_epochs
-from examples.common import accuracy
 
 PRETRAIN_EPOCHS = 10
 

@@ -23,13 +23,9 @@ import torch
 import torch.nn.functional as F
 
 from ._sb import HistoryPercentile, LossCache, PruningSampler, ReducibleSelect, SBLoader, Schedule, keep_count
-from .data import ShuffledBatches
+from .data import ShuffledBatches, inputs_targets
 from .models import MODELS, RECIPES
 from .train import train_epochs
-
-
-def _inputs_targets(batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    return batch[0], batch[1]  # a third field (the clean labels of a noisy run) is carried along, not scored
 
 
 @dataclass
@@ -164,7 +160,7 @@ class Arm:
             batch_size=batch if self.pooled else None,
             generator=seed,
             nan_policy="keep",
-            split=_inputs_targets,
+            split=inputs_targets,
             **cached,
         )
         observe = self.observe and self.staleness is not None

@@ -19,7 +19,7 @@ from typing import Any
 import torch.nn.functional as F
 
 from benchmarks.harness._sb import CostTable, advise
-from benchmarks.harness.data import ShuffledBatches
+from benchmarks.harness.data import ShuffledBatches, inputs_targets
 
 POINTS = (0.0, 0.25, 0.5, 0.75)  # shares of the run at which advise is called
 EARLY = (0.0, 0.25)  # the points a whole run's record speaks for: a run that selects from (about) its start
@@ -28,11 +28,6 @@ STEPS = 16  # timed loader batches before the trial (advise's priced part)
 TRIAL = 1024  # loader batches per option (advise's default)
 ORDER = 7_919  # the advisor reads the training set in an order of its own
 FIXED = CostTable.forward_equivalents()  # --fixed-costs: a scored sample costs 1, a trained one 3
-
-
-def inputs_targets(batch: tuple[Any, ...]) -> tuple[Any, Any]:
-    """The advisor's split: inputs and labels (a noisy run's third field, the clean labels, is never scored)."""
-    return batch[0], batch[1]
 
 
 def trialler(

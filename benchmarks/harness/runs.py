@@ -9,6 +9,8 @@ the jobs of other workers (``worker=(i, n)``: every n-th job of that order, from
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ from .records import append_jsonl, machine, read_jsonl
 from .suites import Suite
 from .timing import rotated
 
-__all__ = ["Job", "run_loop", "run_suite"]
+__all__ = ["Job", "run_loop", "run_suite", "spawn"]
 
 Record = dict[str, Any]
 
@@ -63,6 +65,16 @@ def run_loop(
         if log is not None:
             log(record)
     return read_jsonl(path)
+
+
+def spawn(benchmark: str, stage: list[str], jobs: int, common: list[str]) -> None:
+    """The one worker spawner: ``python -m benchmarks <benchmark> <stage> --worker i/jobs <common>`` in ``jobs``
+    processes side by side (each runs its share of :func:`run_loop`'s order); waits for all, raises if one fails."""
+    command = [sys.executable, "-m", "benchmarks", benchmark, *stage]
+    procs = [subprocess.Popen([*command, "--worker", f"{i}/{jobs}", *common]) for i in range(jobs)]
+    codes = [proc.wait() for proc in procs]
+    if any(codes):
+        raise SystemExit(f"benchmarks {benchmark} {' '.join(stage)}: a worker failed (exit codes {codes})")
 
 
 def run_suite(suite: Suite, out: Path, worker: tuple[int, int] = (0, 1), log=print) -> list[Record]:

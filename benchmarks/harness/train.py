@@ -19,11 +19,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from examples.common import accuracy
-
 from .cost import priced
 from .data import Data
-from .models import MODELS, RECIPES
+from .models import MODELS, RECIPES, accuracy
 
 
 def one_cycle(progress: float, max_lr: float, pct_start: float = 0.3) -> float:
@@ -100,13 +98,15 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, probe: 
 
 
 def endless_steps(model: torch.nn.Module, optimizer: torch.optim.Optimizer, probe: Any, batches: Any, epoch: int = 0):
-    """Training steps on ``batches`` epoch after epoch from ``epoch``, yielding after each (:func:`train_step`):
-    the blocks the step timings time."""
+    """Training steps on ``batches`` epoch after epoch from ``epoch`` (:func:`train_step`), yielding the loader
+    batches consumed after each (``probe.consumed``): the blocks the step timings time."""
+    step = 0
     while True:
         batches.set_epoch(epoch)
         for batch in batches:
             train_step(model, optimizer, probe, batch)
-            yield
+            yield probe.consumed(step)
+            step += 1
         epoch += 1
 
 

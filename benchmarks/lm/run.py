@@ -19,7 +19,6 @@ budgets and the interleaved, resumable runs) is shared with the auto benchmark a
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -27,19 +26,9 @@ from pathlib import Path
 
 from benchmarks.harness.lm_suite import SMOKE, SMOKE_ARMS, Plan, stage
 from benchmarks.harness.records import results_dir
+from benchmarks.harness.runs import spawn
 
 RESULTS = results_dir("lm")
-
-
-def spawn(stage_: list[str], jobs: int, common: list[str]) -> None:
-    """Run ``stage_`` in ``jobs`` worker processes side by side and wait for all; raise if one fails."""
-    procs = [
-        subprocess.Popen([sys.executable, "-m", "benchmarks", "lm", *stage_, "--worker", f"{i}/{jobs}", *common])
-        for i in range(jobs)
-    ]
-    codes = [proc.wait() for proc in procs]
-    if any(codes):
-        raise SystemExit(f"benchmarks lm {' '.join(stage_)}: a worker failed (exit codes {codes})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "all":
         started = time.time()
         for round_ in range(plan.widen + 1):
-            spawn(["tune", "--round", str(round_)], args.jobs, common)
-        spawn(["run"], args.jobs, common)
+            spawn("lm", ["tune", "--round", str(round_)], args.jobs, common)
+        spawn("lm", ["run"], args.jobs, common)
         from .report import report
 
         report(out, wall_seconds=time.time() - started)

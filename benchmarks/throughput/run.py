@@ -11,7 +11,7 @@ window gives), next to the raw seconds of the runs.
     python -m benchmarks throughput                     # ConvNet and MLP; ~10 minutes on 2 shared cores
     python -m benchmarks throughput --smoke --out /tmp/throughput   # seconds; what CI runs
 
-It also checks the calibrated cost model (``examples/costmodel.py``): in the same rounds as the step kinds (so that
+It also checks the calibrated cost model (``harness/cost.py``): in the same rounds as the step kinds (so that
 load changes hit both alike) it times, call by call, a data gather, a training step and a scoring forward at each
 batch size the arms use and each configuration's SB step without training, predicts every step kind's seconds, and
 writes predicted and measured side by side (``table.md``), with forward-equivalents per loader batch as the
@@ -29,7 +29,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from benchmarks.harness import suites as _suites
 from benchmarks.harness._sb import keep_count
@@ -38,6 +37,7 @@ from benchmarks.harness.data import dataset
 from benchmarks.harness.models import MODELS, RECIPES
 from benchmarks.harness.records import machine, results_dir, write_results
 from benchmarks.harness.timing import cpu_clock, interleaved, rotated, setup
+from benchmarks.harness.train import endless_steps
 
 RESULTS = results_dir("throughput")
 
@@ -62,18 +62,7 @@ def stepper(arm, family: str, data, batch: int):
     recipe = RECIPES[family]
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr"] / 10, weight_decay=recipe["weight_decay"])
     batches, probe = arm.build(model, data, family=family, batch=batch, epochs=1000, seed=0)
-    steps, epoch = 0, 0
-    while True:
-        batches.set_epoch(epoch)
-        for x, y, *_ in batches:
-            model.train()
-            loss = F.cross_entropy(model(x), y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            steps += 1
-            yield probe.consumed(steps - 1)
-        epoch += 1
+    return endless_steps(model, optimizer, probe, batches)
 
 
 def measure(family: str, samples: int, block: int, rounds: int, best_path: Path | None) -> dict:
@@ -142,7 +131,7 @@ def extra_fe(arm) -> float:
 
 
 def calibration_calls(family: str, data, arms: dict, batch: int) -> dict:
-    """The cost model's calls (``examples/costmodel.py``): data gathers, training steps and scoring forwards at the
+    """The cost model's calls (``harness/cost.py``): data gathers, training steps and scoring forwards at the
     arms' batch sizes, and each SB configuration's engine step on a ready batch."""
     steps = {}
     for name, arm in arms.items():

@@ -382,7 +382,7 @@ def definitions(root: Path) -> dict[str, list[str]]:
 
 def test_one_run_loop_one_timing_loop_one_cost_model():
     """One definition each of the run loop, the interleaved timing loop and the cost model's pricing functions, all
-    in the harness; the calibrated model and sbdata's pricing are imported, never copied; no other rotating loop."""
+    in the harness (the calibrated model too); sbdata's pricing is imported, never copied; no other rotating loop."""
     defined = definitions(BENCHMARKS)
     one = {
         "run_loop": "harness/runs.py",  # the run loop
@@ -393,12 +393,16 @@ def test_one_run_loop_one_timing_loop_one_cost_model():
         "step_kind": "harness/cost.py",  # ... what a step is ...
         "suite_arm_seconds": "harness/cost.py",  # ... and the seconds it prices
         "pruning_run_seconds": "harness/cost.py",
+        "calibrate": "harness/cost.py",  # the calibrated model
+        "costs_from": "harness/cost.py",
+        "sb_step_seconds": "harness/cost.py",
+        "inputs_targets": "harness/data.py",  # sbdata's split= of a tuple batch
+        "spawn": "harness/runs.py",  # the one worker spawner
     }
     for name, where in one.items():
         assert defined.get(name) == [where], f"{name} is defined in {defined.get(name)}: one definition, in {where}"
-    copies = ("priced_seconds", "sb_step_seconds", "calibrate", "costs_from", "shrink_speedup", "pool_speedup")
-    copies += ("forward_equivalents", "score_share", "best_keep")  # sbdata's cost model and examples/costmodel.py
-    assert not {name: defined[name] for name in copies if name in defined}, "the cost model is imported, not copied"
+    copies = ("priced_seconds", "shrink_speedup", "pool_speedup", "forward_equivalents", "score_share", "best_keep")
+    assert not {name: defined[name] for name in copies if name in defined}, "sbdata's pricing is imported, not copied"
     rotation = re.compile(r"\[\s*[^\[\]]+%\s*len\([^()]*\)\s*:")  # names[r % len(names) :] + names[: ...]
     loops = [
         str(path.relative_to(ROOT))
