@@ -6,9 +6,9 @@ Exact commands (from the repository root; the recorded run's time is in benchmar
     python -m benchmarks auto run cnn100k [--worker I/N]   # one suite (cnn100k, mlp100k, noisy100k)
     python -m benchmarks auto timing                  # cheap when off: auto (off, probes included) vs a plain loop
     python -m benchmarks auto lm [--jobs 2]           # the LM suite's arms (harness/lm_suite.py, tuned recipe reused)
-    python -m benchmarks auto lm --arms baseline,auto --worker 0/1 --out benchmarks/results/auto/trials
+    python -m benchmarks auto lm --arms baseline,auto --worker 0/1 --out benchmarks/results/auto/trials/report
                                                       # keep="auto"'s trials against the baseline (issue 28)
-    python -m benchmarks auto report                  # tables, targets, plot -> benchmarks/results/auto/report
+    python -m benchmarks auto report                  # tables, targets, plot -> benchmarks/results/auto/main/report
     python -m benchmarks auto all --smoke --jobs 1 --out /tmp/auto   # seconds; what CI runs
 
 Suites (MNIST-1D, generated offline): ``cnn100k`` (the ConvNet, 100,000 samples, 8 epochs), ``mlp100k`` (the MLP,
@@ -47,7 +47,7 @@ from .arms import BLOCK, NEVER, OFF, ROUNDS, WARMUP, SelectArm, Stepper, ablatio
 from .report import SUITES as REPORTED  # 'all' runs what report.py reads; noisy30-100k by 'run' only
 from .report import report
 
-RESULTS = results_dir("auto")
+RESULTS = results_dir("auto") / "main"
 SUITES = RECIPE_SUITES  # name: (samples, family, label noise, epochs)
 TUNED = {  # the pruning benchmark's tuned recipes (benchmarks/results/pruning/*/tuned.json; noisy reuses the ConvNet's)
     "cnn": {"batch": 64, "lr": 6e-3},
@@ -154,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("stage", choices=["all", "run", "timing", "lm", "report"])
     parser.add_argument("suite", nargs="?", choices=sorted(SUITES), help="the suite ('run' only)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default benchmarks/results/auto)")
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS, help="the record's folder (default benchmarks/results/auto/main)"
+    )
     parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 2 epochs, one seed")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes for 'all' (default 2)")
     parser.add_argument("--arms", help="'run' and 'lm': comma-separated arm names to run (default: every arm)")

@@ -466,24 +466,26 @@ def plot_trials(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=RESULTS)
-    parser.add_argument("--prefix", default="trials", help="the record's folders: PREFIX-<suite>, the table in PREFIX")
+    parser.add_argument(
+        "--prefix", default="trials", help="the record: its suites in PREFIX/<suite>, the table in PREFIX/report"
+    )
     args = parser.parse_args(argv)
     prefix = args.prefix
-    suites = {name: read_jsonl(args.results / f"{prefix}-{name}" / "runs.jsonl") for name in SUITES}
+    suites = {name: read_jsonl(args.results / prefix / name / "runs.jsonl") for name in SUITES}
     summary: dict[str, Any] = {"suites": {n: summarize(r) for n, r in suites.items() if r}}
     summary["evals"] = "/".join(str(n) for n in sorted({len(r["curve"]) for runs in suites.values() for r in runs}))
     summary["targets"] = [
         t for n, suite in summary["suites"].items() for arm in ALL_AUTO for t in targets(n, suite, arm)
     ]
-    long = {name: read_jsonl(args.results / f"{prefix}-long-{name}" / "runs.jsonl") for name in LONG_SUITES}
+    long = {name: read_jsonl(args.results / prefix / f"long-{name}" / "runs.jsonl") for name in LONG_SUITES}
     summary["long"] = {name: summarize(runs) for name, runs in long.items() if runs}
     summary["long_targets"] = [
         t for n, suite in summary["long"].items() for arm in LONG_ARMS for t in targets(n, suite, arm)
     ]
-    lm_path = args.results / f"{prefix}-lm" / "runs.jsonl"
+    lm_path = args.results / prefix / "lm" / "runs.jsonl"
     lm_runs = read_jsonl(lm_path)  # none where the record has no LM runs
     summary["lm"] = lm_summary(lm_runs) if lm_path.exists() else {}
-    out = args.results / prefix
+    out = args.results / prefix / "report"
     out.mkdir(parents=True, exist_ok=True)
     previous = out / "summary.json"
     meta = json.loads(previous.read_text()).get("meta", {}) if previous.exists() else {}

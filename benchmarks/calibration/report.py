@@ -164,7 +164,7 @@ def _verdict(row: dict[str, Any], measured: float | None) -> tuple[float | None,
 def suite_rows(name: str, predicted: dict[str, Any] | None, measured: Path) -> list[dict[str, Any]]:
     """Every fixed arm of the suite (auto's, then time-to-accuracy's small-batch control and selection arms)."""
     rows = []
-    auto = read_jsonl(measured / "auto" / name / "runs.jsonl")
+    auto = read_jsonl(measured / "auto" / "main" / name / "runs.jsonl")
     for arm in AUTO_FIXED:
         present = any(r["arm"] == arm for r in auto)
         got = auto_measured(auto, arm) if present else {"mean": None, "seeds": {}, "config": None}
@@ -394,7 +394,7 @@ def report(out: Path, measured: Path, wall_seconds: float | None = None) -> dict
         predicted = predictions(records)
         rows = suite_rows(name, predicted, measured)
         smoke = records[0]["samples"] != 100_000
-        auto = read_jsonl(measured / "auto" / name / "runs.jsonl")
+        auto = read_jsonl(measured / "auto" / "main" / name / "runs.jsonl")
         advised = recommendations(records, rows)
         summary = {"predicted": predicted, "rows": rows, "smoke": smoke, "recommendations": advised,
                    "fixed_costs": records[0].get("fixed_costs", False),

@@ -46,7 +46,7 @@ from .report import SUITES as REPORTED  # what 'all' runs and report.py reads
 from .report import report
 from .trial import run_trials, trial_report
 
-RESULTS = results_dir("calibration")
+RESULTS = results_dir("calibration") / "main"
 SUITES = RECIPE_SUITES  # name: (samples, family, label noise, epochs), as the auto benchmark trains them
 SEEDS = (0, 1, 2)
 SCORES = ("loss", "gradnorm")
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         help="results folder (default results/calibration)",
     )
     measured = "the recorded results read (default benchmarks/results: auto/, time_to_accuracy/)"
-    parser.add_argument("--measured", type=Path, default=RESULTS.parent, help=measured)
+    parser.add_argument("--measured", type=Path, default=RESULTS.parents[1], help=measured)
     parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 2 epochs, one seed")
     parser.add_argument("--fixed-costs", action="store_true", help="advise prices with a fixed cost table (FE)")
     parser.add_argument(
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.stage in ("trial", "trial-report"):
-        out = args.out if args.out is not None else RESULTS
+        out = args.out if args.out is not None else RESULTS.parent
         if args.stage == "trial-report":
             trial_report(out, args.measured, args.trial_steps)
             return 0

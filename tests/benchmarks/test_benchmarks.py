@@ -246,7 +246,7 @@ def test_calibration_trial_smoke(tmp_path):
     from benchmarks.harness.train import train_run
 
     run("calibration", "trial", "mlp100k", "--smoke", "--fixed-costs", "--out", str(tmp_path))
-    runs = (tmp_path / "trial-mlp100k" / "runs.jsonl").read_text()
+    runs = (tmp_path / "trial" / "mlp100k" / "runs.jsonl").read_text()
     (record,) = [json.loads(line) for line in runs.splitlines()]
     assert [i["at"] for i in record["inspections"]] == [0.0, 0.25, 0.5, 0.75]
     batch = RECIPES["mlp"]["batch"]
@@ -259,7 +259,7 @@ def test_calibration_trial_smoke(tmp_path):
         assert rows["top-k keep=0.25"]["seconds"] == SMOKE_TRIAL * (batch + 3 * batch // 4)
         assert all(len(row["curve"]) == 9 for row in rows.values())  # the start and 8 checkpoints
     run("calibration", "trial-report", "--out", str(tmp_path))
-    assert "## mlp100k" in (tmp_path / "trial-report" / "table.md").read_text()
+    assert "## mlp100k" in (tmp_path / "trial" / "report" / "table.md").read_text()
     plain = train_run(dataset(SMOKE_SAMPLES), BASELINE, family="mlp", epochs=SMOKE_EPOCHS, seed=0, evals=8)
     assert record["accuracy"] == plain["accuracy"]  # the trial trained copies: the run is as without it
     assert named("measured: top-k keep=0.25 at 1.93x the speed") == "top-k keep=0.25"
@@ -437,8 +437,9 @@ def test_the_dispatcher_lists_every_benchmark():
 
 
 def test_recorded_results_follow_one_layout():
-    """``benchmarks/results/<benchmark>/<suite>/`` with runs.jsonl, machine.json, summary.json, table.md, plots; no
-    logs or marker files; every benchmark's recorded results name the commit they were made at."""
+    """``benchmarks/results/<benchmark>/<record>/``, a record over several suites one folder per suite inside
+    (``<record>/<suite>/``, its cross-suite table in ``<record>/report/``), with runs.jsonl, machine.json, summary.json,
+    table.md, plots; no logs or marker files; every benchmark's recorded results name the commit they were made at."""
     allowed = {"runs.jsonl", "machine.json", "summary.json", "table.md", "tuned.json", "best.json", "raw.json"}
     allowed |= {"tune.jsonl", "tune_equal_fe.jsonl", "probe_saturating_tune.jsonl", "wall.json"}  # the LM grids
     allowed |= {"timing.json", "pretrained.json"}  # the frontier suites' step timing and pretrained accuracies
@@ -453,6 +454,15 @@ def test_recorded_results_follow_one_layout():
         if parts[-1] == "README.md" and len(parts) == 2:
             assert "made_at_commit" in (ROOT / name).read_text(), name
             continue
-        if len(parts) != 3 or parts[0] not in FOLDERS or not (parts[2] in allowed or parts[2].endswith(".png")):
+        if (
+            len(parts) not in (3, 4)
+            or parts[0] not in FOLDERS
+            or not (parts[-1] in allowed or parts[-1].endswith(".png"))
+        ):
             odd.append(name)
-    assert not odd, f"results outside benchmarks/results/<benchmark>/<suite>/ or with another name: {odd}"
+    records = {
+        Path(name).parent.relative_to("benchmarks/results") for name in tracked if Path(name).name != "README.md"
+    }
+    mixed = sorted(str(r) for r in records if any(r.parent == other for other in records))
+    assert not odd, f"results outside benchmarks/results/<benchmark>/<record>/[<suite>/] or with another name: {odd}"
+    assert not mixed, f"a record's files beside its suites' folders (keep them in <record>/report/): {mixed}"
