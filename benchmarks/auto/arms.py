@@ -19,6 +19,7 @@ from benchmarks.harness._sb import Auto, CostTable, SBLoader, Schedule, auto_dec
 from benchmarks.harness.arms import OwnRecipe, Probe
 from benchmarks.harness.data import ShuffledBatches, inputs_targets
 from benchmarks.harness.models import MODELS, RECIPES
+from benchmarks.harness.train import train_step
 
 DECISIONS_KEPT = 100_000  # decisions kept by the auto arms: the whole run, for the decisions plot
 ONCE = 10**12  # Auto(every=ONCE): the first trial's verdict holds to the end of any run
@@ -196,13 +197,8 @@ class Stepper:
         if batch is None:
             self.batches = iter(self.source)
             batch = next(self.batches)
-        self.model.train()
         if self.weighted:  # the weighted mean, as the importance-sampling arms train
             (x, y), weights = batch
-            loss = (weights * F.cross_entropy(self.model(x), y, reduction="none")).sum()
+            train_step(self.model, self.optimizer, (x, y, weights * len(weights)), weights=lambda b: b[-1])
         else:
-            x, y = batch
-            loss = F.cross_entropy(self.model(x), y)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+            train_step(self.model, self.optimizer, batch)

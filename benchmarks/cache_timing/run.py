@@ -23,7 +23,6 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from benchmarks.harness._sb import BUCKETS, keep_count
 from benchmarks.harness.arms import Arm
@@ -32,7 +31,7 @@ from benchmarks.harness.data import dataset
 from benchmarks.harness.models import MODELS, RECIPES
 from benchmarks.harness.records import machine, results_dir, write_results
 from benchmarks.harness.timing import cpu_clock, interleaved, setup
-from benchmarks.harness.train import one_cycle
+from benchmarks.harness.train import one_cycle, probed_step
 
 RESULTS = results_dir("cache_timing")
 ARMS = {
@@ -72,17 +71,10 @@ class Run:
         self.batches.set_epoch(self.epoch)
         started = cpu_clock()
         for batch in self.batches:
-            x, y = batch[0], batch[1]
             consumed = self.probe.consumed(self.steps)
             for group in self.optimizer.param_groups:
                 group["lr"] = one_cycle((consumed - 1) / self.total, self.recipe["lr"])
-            self.model.train()
-            losses = F.cross_entropy(self.model(x), y, reduction="none")
-            if self.probe.observe:
-                self.probe.loader.observe(batch, losses)
-            self.optimizer.zero_grad(set_to_none=True)
-            losses.mean().backward()
-            self.optimizer.step()
+            probed_step(self.model, self.optimizer, self.probe, batch)
             self.steps += 1
         self.seconds += cpu_clock() - started
         self.epoch += 1

@@ -16,7 +16,7 @@ from benchmarks.harness.data import ShuffledBatches, inputs_targets
 from benchmarks.harness.models import MODELS
 from benchmarks.harness.pruned import NoScoring, PrunedBatches, PruneProbe
 from benchmarks.harness.train import endless_steps as steps
-from benchmarks.harness.train import train_step
+from benchmarks.harness.train import probed_step
 
 from .data import Mix
 
@@ -99,7 +99,7 @@ class BudgetArm(OwnRecipe):
 
 def endless_steps(arm: BudgetArm, data: Mix, family: str, *, pretrained: bool, seed: int = 0, prefill: bool = False):
     """Endless training steps of ``arm`` (the step timing's blocks): the run's own batches and step
-    (``harness.train.train_step``), epoch after epoch, at a small fixed LR, from the seed's pretrained model or a
+    (``harness.train.probed_step``), epoch after epoch, at a small fixed LR, from the seed's pretrained model or a
     fresh one. With ``prefill``, one epoch runs before the first step is yielded (a warm cache then knows every
     sample)."""
     torch.manual_seed(seed)
@@ -112,6 +112,6 @@ def endless_steps(arm: BudgetArm, data: Mix, family: str, *, pretrained: bool, s
     if prefill:
         batches.set_epoch(epoch)
         for batch in batches:
-            train_step(model, optimizer, probe, batch)
+            probed_step(model, optimizer, probe, batch)
         epoch += 1
     return steps(model, optimizer, probe, batches, epoch)

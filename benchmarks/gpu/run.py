@@ -35,6 +35,7 @@ from benchmarks.harness.data import dataset
 from benchmarks.harness.models import MODELS
 from benchmarks.harness.records import machine, results_dir, write_results
 from benchmarks.harness.timing import interleaved, setup
+from benchmarks.harness.train import train_step
 
 RESULTS = results_dir("gpu")
 KEEP = 0.25
@@ -82,13 +83,7 @@ class Arm:
         synchronize(device)
         started = time.perf_counter()
         for batch in self.loader:
-            x, y = batch[0], batch[1]
-            losses = F.cross_entropy(self.model(x), y, reduction="none")
-            if self.observe:
-                self.loader.observe(batch, losses)
-            self.optimizer.zero_grad(set_to_none=True)
-            losses.mean().backward()
-            self.optimizer.step()
+            train_step(self.model, self.optimizer, batch, observe=self.loader.observe if self.observe else None)
         synchronize(device)
         self.seconds.append(time.perf_counter() - started)
 

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from ._sb import HistoryPercentile, LossCache, PruningSampler, ReducibleSelect, SBLoader, Schedule, keep_count
 from .data import ShuffledBatches, inputs_targets
 from .models import MODELS, RECIPES
-from .train import train_epochs
+from .train import fit, user_optimizer
 
 
 @dataclass
@@ -174,7 +174,14 @@ class Arm:
         with torch.random.fork_rng():
             torch.manual_seed(20_000 + seed)
             model = MODELS[family]()
-            train_epochs(model, ShuffledBatches(split.fields(held), batch, seed), self.il_epochs, RECIPES[family])
+            optimizer = user_optimizer(RECIPES[family])(model)
+            fit(
+                model,
+                optimizer,
+                ShuffledBatches(split.fields(held), batch, seed),
+                self.il_epochs,
+                RECIPES[family]["lr"],
+            )
         model.eval()
         upfront = 3.0 * self.il_epochs * len(held)
         return split.fields(rest), model, upfront

@@ -45,66 +45,77 @@ def user_optimizer(recipe: dict) -> Callable[[torch.nn.Module], torch.optim.Opti
     return lambda model: torch.optim.AdamW(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
 
 
-def train_epochs(
-    model,
-    batches,
-    epochs: int,
-    recipe: dict,
-    progress=None,
-    observe: Callable[[Any, torch.Tensor, int], None] | None = None,
+def sample_losses(model: torch.nn.Module, batch: Any, reduction: str = "none") -> torch.Tensor:
+    """The cross-entropy of a tuple batch ``(x, y, ...)``: per sample, or its ``reduction``."""
+    return F.cross_entropy(model(batch[0]), batch[1], reduction=reduction)
+
+
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: Any,
+    *,
+    losses: Callable[..., torch.Tensor] = sample_losses,
+    observe: Callable[[Any, torch.Tensor], None] | None = None,
+    weights: Callable[[Any], torch.Tensor] | None = None,
 ) -> None:
-    """Plain training (the irreducible-loss model; a continued suite's pretraining): the family recipe, no
-    evaluation. ``observe(batch, losses, epoch)``, if given, gets each batch's detached per-sample losses (a cache
-    fed as a user's training step feeds it)."""
-    optimizer = user_optimizer(recipe)(model)
-    total, step = epochs * len(batches), 0
-    for epoch in range(epochs):
-        batches.set_epoch(epoch)
-        for batch in batches:
-            x, y = batch[0], batch[1]
-            for group in optimizer.param_groups:
-                group["lr"] = one_cycle(step / total, recipe["lr"])
-            step += 1
-            model.train()
-            if observe is None:
-                loss = F.cross_entropy(model(x), y)
-            else:
-                losses = F.cross_entropy(model(x), y, reduction="none")
-                observe(batch, losses.detach(), epoch)
-                loss = losses.mean()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-
-
-def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, probe: Any, batch: Any) -> None:
-    """One training step on ``batch`` (``(x, y, ...)``), the one every run and every step timing takes: the mean
-    cross-entropy, weighted where the probe has ``weights`` (a pruning sampler's rescaling), its per-sample losses
-    handed to ``probe.loader.observe`` where the probe says ``observe`` (the one line a cache user adds)."""
-    x, y = batch[0], batch[1]
+    """The one training step of every benchmark: the mean loss (``losses(model, batch, reduction)``; the tuple
+    batches' cross-entropy by default, the language model's per-sequence loss), weighted where ``weights`` gives the
+    samples' weights (a pruning sampler's rescaling, importance sampling's), its detached per-sample losses handed to
+    ``observe`` where given (the one line a cache user adds)."""
     model.train()
-    weigh = getattr(probe, "weights", None)
-    if probe.observe:
-        losses = F.cross_entropy(model(x), y, reduction="none")
-        probe.loader.observe(batch, losses)
-        loss = losses.mean() if weigh is None else (weigh(batch) * losses).mean()
-    elif weigh is not None:
-        loss = (weigh(batch) * F.cross_entropy(model(x), y, reduction="none")).mean()
+    if observe is None and weights is None:
+        loss = losses(model, batch, "mean")
     else:
-        loss = F.cross_entropy(model(x), y)
+        per_sample = losses(model, batch, "none")
+        if observe is not None:
+            observe(batch, per_sample.detach())
+        loss = per_sample.mean() if weights is None else (weights(batch) * per_sample).mean()
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
 
 
+def probed_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, probe: Any, batch: Any) -> None:
+    """:func:`train_step` as a run's probe asks: observed by its loader where ``probe.observe``, weighted by its
+    ``weights`` where it has them."""
+    observe = probe.loader.observe if probe.observe else None
+    train_step(model, optimizer, batch, observe=observe, weights=getattr(probe, "weights", None))
+
+
+def fit(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Any,
+    epochs: int,
+    lr: float,
+    *,
+    losses: Callable[..., torch.Tensor] = sample_losses,
+    observe: Callable[[Any, torch.Tensor, int], None] | None = None,
+) -> int:
+    """Plain training outside the measured runs (an irreducible model, a continued suite's pretraining): ``epochs`` of
+    ``batches`` by :func:`train_step`, the LR one-cycle over them by step; ``observe(batch, losses, epoch)`` gets each
+    batch's detached losses (a cache fed as a user's step feeds it). Returns the steps taken."""
+    total, step = epochs * len(batches), 0
+    for epoch in range(epochs):
+        batches.set_epoch(epoch)
+        for batch in batches:
+            for group in optimizer.param_groups:
+                group["lr"] = one_cycle(step / total, lr)
+            step += 1
+            seen = None if observe is None else (lambda b, per, epoch=epoch: observe(b, per, epoch))
+            train_step(model, optimizer, batch, losses=losses, observe=seen)
+    return step
+
+
 def endless_steps(model: torch.nn.Module, optimizer: torch.optim.Optimizer, probe: Any, batches: Any, epoch: int = 0):
-    """Training steps on ``batches`` epoch after epoch from ``epoch`` (:func:`train_step`), yielding the loader
+    """Training steps on ``batches`` epoch after epoch from ``epoch`` (:func:`probed_step`), yielding the loader
     batches consumed after each (``probe.consumed``): the blocks the step timings time."""
     step = 0
     while True:
         batches.set_epoch(epoch)
         for batch in batches:
-            train_step(model, optimizer, probe, batch)
+            probed_step(model, optimizer, probe, batch)
             yield probe.consumed(step)
             step += 1
         epoch += 1
@@ -171,7 +182,7 @@ def train_run(
                 started = clock()
             for group in optimizer.param_groups:
                 group["lr"] = schedule((consumed - 1) / total, recipe["lr"])
-            train_step(model, optimizer, probe, batch)
+            probed_step(model, optimizer, probe, batch)
             trained += len(y)
             if split.y_clean is not None:
                 flipped += int((y != batch[2]).sum())
