@@ -1,25 +1,8 @@
 """Does selection pay? ``keep="auto"``, importance sampling and the fixed arms against the user's and the tuned recipe.
 
-Exact commands (from the repository root; the recorded run's time is in benchmarks/README.md):
-
-    python -m benchmarks auto all --jobs 2            # every suite, 3 seeds, the timing check, the report
-    python -m benchmarks auto run cnn100k [--worker I/N]   # one suite (cnn100k, mlp100k, noisy100k)
-    python -m benchmarks auto timing                  # cheap when off: auto (off, probes included) vs a plain loop
-    python -m benchmarks auto lm [--jobs 2]           # the LM suite's arms (harness/lm_suite.py, tuned recipe reused)
-    python -m benchmarks auto lm --arms baseline,auto --worker 0/1 --out benchmarks/results/auto/trials/report
-                                                      # keep="auto"'s trials against the baseline (issue 28)
-    python -m benchmarks auto report                  # tables, targets, plot -> benchmarks/results/auto/main/report
-    python -m benchmarks auto all --smoke --jobs 1 --out /tmp/auto   # seconds; what CI runs
-
-Suites (MNIST-1D, generated offline): ``cnn100k`` (the ConvNet, 100,000 samples, 8 epochs), ``mlp100k`` (the MLP,
-16 epochs), ``noisy100k`` (the ConvNet with 20% of the training labels flipped). Arms (``arms.py``): the
-user's recipe (batch 256), the tuned baseline (the pruning benchmark's tuned batch and LR), top-k and random at
-keep 0.25, importance sampling by loss and by gradient norm at keep 0.25 (weighted, unbiased), and ``keep="auto"``
-twice: on importance sampling by gradient norm (weighted; the estimate's own model) and as it comes (``auto-topk``:
-top-k on the loss, every option at its default). Every arm trains the suite's epochs; runs are
-interleaved (per seed, every arm in turn, rotating), appended to ``<out>/<suite>/runs.jsonl`` as they end (a rerun
-continues), and timed in this thread's CPU seconds (two benchmark processes share the two cores; wall seconds of a
-run moved by 15-40% with what ran beside it), with torch on one thread and the allocator pinned (``harness/timing.py``).
+Stages: ``all`` (every suite, the timing check, the LM arms, the report), ``run SUITE``, ``timing``, ``lm``, ``report``;
+``--out`` is the record's folder (its suites inside, the report in ``report/``). Commands, suites, arms and records:
+``benchmarks/auto/README.md``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Seconds of whole cached runs against fresh scoring, interleaved epoch by epoch: what a LossCache saves in time.
 
-Four arms of the benchmark recipe (``harness.models.RECIPES``; top-k keep 0.25 on shrunk batches, always on) train side
-by side: scoring fresh on every step, a ``LossCache(staleness=2)``, the same cache fed by ``observe()``, and that
-with ``refresh="scored"`` (observed losses replace cached values but only scoring resets a sample's age). Each
-repeat trains every arm for ``--epochs`` epochs from the same initial weights and data order, running one epoch of
-each arm in turn (the order rotating), so that a load change on a shared machine hits every arm alike. The clock
-is the thread's CPU time (torch on one thread; glibc's allocator pinned: ``harness/timing.py``). Reported per arm: the
-seconds of the whole run (median over repeats), its ratio to the fresh arm's and each observing arm's ratio to the
-cache without ``observe()`` (per repeat, then the median), scoring forwards, distinct scoring sizes and samples
-scored; and the cost model's prediction from the run's own mix of scoring sizes (``examples/costmodel.py``).
-
-    python -m benchmarks cache_timing                  # ConvNet, MNIST-1D 20k, 14 epochs, 3 repeats: a few minutes
-    python -m benchmarks cache_timing --smoke --out /tmp/cache   # seconds; what CI runs
+Four arms (top-k keep 0.25, shrunk batches: fresh scoring, ``LossCache(staleness=2)``, with ``observe()``, and with
+``refresh="scored"``) train from the same weights and data order, one epoch of each in turn, in thread CPU time; the
+calibrated cost model (``harness/cost.py``) predicts each run from its own scoring sizes. Commands and the record:
+``benchmarks/cache_timing/README.md``.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ pays. Predicted: ``advise`` on the live plain run (``run.py``) at its start and 
 "integrated" is the mean of those four points. Measured (recorded results, measured seconds only, never seconds
 priced by the cost model):
 
-- auto benchmark (``auto/<suite>/runs.jsonl``; this thread's CPU seconds): per seed, the user run's seconds over the
-  seconds at which the arm's test curve (8 evaluations, interpolated) first reaches that seed's user accuracy; the
+- auto benchmark (``auto/main/<suite>/runs.jsonl``; this thread's CPU seconds): per seed, the user run's seconds over
+  the seconds at which the arm's test curve (8 evaluations, interpolated) first reaches that seed's user accuracy; the
   mean as the auto report reads it: the user's mean seconds over the seconds at which the arms' seed-mean curve
   reaches the user's mean accuracy;
 - time-to-accuracy benchmark (``time_to_accuracy/<suite>/summary.json``): the inverse of its recorded "seconds to

@@ -1,23 +1,9 @@
 """Calibration: ``advise``'s predicted speed-up beside the measured speed-up of every fixed arm, per suite (issue 28).
 
-Exact commands (from the repository root; run alone, one process; the recorded run's time is in the README):
-
-    python -m benchmarks calibration all                # every suite, 3 seeds, then the report
-    python -m benchmarks calibration run cnn100k        # one suite (cnn100k, mlp100k, noisy100k)
-    python -m benchmarks calibration report             # tables -> benchmarks/results/calibration/
-    python -m benchmarks calibration all --smoke --fixed-costs --out /tmp/cal   # seconds; what CI runs
-    python -m benchmarks calibration trial mlp100k      # advise's branch trial along the run (trial.py)
-
-The predicted side: each suite's user recipe (the auto benchmark's suites, ``harness/suites.RECIPE_SUITES``; the
-plain arm, trained by ``harness/train.train_run`` through the one run loop) is trained per seed, and at the start
-and at 25%, 50% and 75% of the run ``advise`` is called on the live model (the user's optimizer factory, ``steps``
-loader batches of the training set in an order of its own, keeps 0.25 and 0.5, ``score="loss"`` and
-``score="gradnorm"``); its seconds are excluded from the run's. "Integrated along the run" is the mean of the four
-points. ``--fixed-costs`` passes a fixed cost table (``CostTable.forward_equivalents()``: a scored sample costs 1, a
-trained one 3) instead of timing, so the prediction is a known function of the measured spread (the smoke test).
-
-The measured side is read from the recorded results (``report.py``): the auto benchmark's fixed arms and the
-time-to-accuracy benchmark's small-batch control and selection arms of the matching suite, in measured seconds.
+Stages: ``all``, ``run SUITE``, ``report`` (the predicted side: ``advise`` called on the live plain run at its start,
+25, 50 and 75%; the measured side read from the auto and time-to-accuracy records), and ``trial SUITE`` /
+``trial-report`` (``advise``'s branch trial along the run: ``trial.py``). Commands and records:
+``benchmarks/calibration/README.md``.
 """
 
 from __future__ import annotations

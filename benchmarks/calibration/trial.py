@@ -1,16 +1,8 @@
 """``advise``'s branch trial along the user's run, against what the fixed arms measured over whole runs (issue 28,
 item 5: "advise gives the measured answer").
 
-Exact commands (from the repository root; run alone, one process; the recorded run's time is in the README):
-
-    python -m benchmarks calibration trial cnn100k      # and mlp100k, noisy100k, noisy30-100k
-    python -m benchmarks calibration trial-report       # -> benchmarks/results/calibration/trial/report/table.md
-    python -m benchmarks calibration trial mlp100k --smoke --fixed-costs --out /tmp/trial   # seconds (the test)
-    python -m benchmarks calibration trial mlp100k --trial-steps 128   # the length ablation: trial-128-<suite>/
-    python -m benchmarks calibration trial-report --trial-steps 128    # -> trial-128-report/table.md
-
-Folders (the results layout, ``<benchmark>/<suite>/``): ``trial-<suite>/`` per suite and ``trial-report/table.md``;
-with ``--trial-steps N``, ``trial-N-<suite>/`` and ``trial-N-report/``.
+Commands and records (``results/calibration/trial/<suite>/``; ``trial-N/`` with ``--trial-steps N``):
+``benchmarks/calibration/README.md``.
 
 Per suite and seed, the user's recipe (the plain arm, ``harness/train.train_run``) is trained, and at the start and
 at 25%, 50% and 75% of the run ``advise(..., optimizer=<the live optimizer>, trial_steps=TRIAL)`` is called on the
@@ -20,7 +12,7 @@ optimizer (moments and LR as they are), the options stepping in turn on each bat
 batches on a probe: the last ``PROBE_SAMPLES`` training samples, left out of the advisor's loader, so no branch trains
 on them (the user's run trains on them, under every branch alike; the noisy suites' probe labels are the flipped
 training labels, so its accuracy is at most about 80% / 70%). Its seconds are excluded from the run's. The measured
-side of the judgment is the auto benchmark's whole-run records (``results/auto/trials/report*/summary.json``: top-k and
+side of the judgment is the auto benchmark's whole-run records (``results/auto/trials/report/summary.json``: top-k and
 random at keep 0.25, to the user's accuracy) and, for the smaller batch, the calibration table's small-batch control.
 """
 

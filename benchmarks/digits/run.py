@@ -1,23 +1,7 @@
 """A suite nobody tuned on: scikit-learn's 8x8 digits, a small CNN, the user's recipe against selection and auto.
 
-Exact commands (from the repository root, with ``pip install -e ".[bench]"``, which brings scikit-learn):
-
-    python -m benchmarks digits                       # 3 seeds, every arm, the report -> results/digits/main
-    python -m benchmarks digits --seeds 0,1,2,3,4     # 5 seeds (a rerun continues: recorded runs are kept)
-    python -m benchmarks digits report                # the table again from the recorded runs
-    python -m benchmarks digits --smoke --out /tmp/digits   # seconds; what CI runs (tests/benchmarks/test_digits.py)
-    python -m benchmarks digits trial                 # advise's branch trial along the user's run (trial.py)
-
-The suite (``arms.py``): ``load_digits`` (1,797 images, offline) scaled to [0, 1], a stratified 80/20 split
-(``random_state=0``), a small CNN with BatchNorm and dropout, batch 128, AdamW (lr 1e-3 constant, default weight
-decay), 25 epochs (12 loader batches an epoch, 300 in all); ``torch.manual_seed(seed)`` before the model and the
-loader are built, the loader shuffling with a generator seeded by the seed and the epoch. Arms: the user's recipe,
-top-k at keep 0.25 and 0.5, random at 0.25, plain training at batch 32 (the small-batch control) and
-``keep="auto"`` with every default, each selection arm through ``SBLoader(train_loader, model, F.cross_entropy,
-keep=..., policy=...)``. Test accuracy is evaluated 50 times a run (evenly in loader progress; evaluations are not
-timed); seconds are this thread's CPU seconds of training alone (another benchmark may share the machine), torch on
-one thread and the allocator pinned (``harness/timing.py``). Runs go through the harness's one run loop (per seed,
-every arm in turn, rotating), each appended to ``<out>/runs.jsonl`` as it ends.
+Stages: ``all`` (default), ``run``, ``report``, ``trial``, ``trial-report``. The suite and its arms: ``arms.py``;
+commands and records: ``benchmarks/digits/README.md``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """``advise``'s branch trial on the suite nobody tuned on (issue 28): the user's digits recipe, with ``advise`` called
 on the live model and optimizer at the start and at a quarter of the run, against the suite's whole-run arms.
 
-Exact commands (from the repository root; run alone):
-
-    python -m benchmarks digits trial                  # 3 seeds -> results/digits/trial/{runs.jsonl,machine.json}
-    python -m benchmarks digits trial-report           # -> results/digits/trial/table.md
-    python -m benchmarks digits trial --smoke --out /tmp/digits-trial   # seconds (the test; fixed cost table)
+Commands and the record (``results/digits/trial/``): ``benchmarks/digits/README.md``.
 
 The run is the suite's ``user`` arm (``arms.py``: batch 128, AdamW at a constant 1e-3, 25 epochs of the 1,437
 training images). At the start and at 25% of it, ``advise(..., optimizer=<the live AdamW>)`` with its default trial

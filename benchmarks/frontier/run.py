@@ -1,32 +1,9 @@
 """Selection against the budget-matched tuned frontier: continued training on data the model mostly knows, and from
 scratch (issue 30).
 
-Exact commands (from the repository root; SUITE is ``continued``, ``continued-lm``, ``scratch-cnn``,
-``scratch-noisy`` or ``scratch-mlp``):
-
-    python -m benchmarks frontier pretrain continued   # the pretrained model and cache of every seed (not timed)
-    python -m benchmarks frontier pretrain continued-lm
-    python -m benchmarks frontier run SUITE --worker 0/2 & python -m benchmarks frontier run SUITE --worker 1/2; wait
-    python -m benchmarks frontier timing SUITE         # interleaved step timing, alone: the seconds runs are priced at
-    python -m benchmarks frontier report SUITE         # frontier, ratios per budget, the limit, targets, the plot
-    python -m benchmarks frontier all continued --smoke --out /tmp/frontier   # every stage in seconds (CI's)
-    python -m benchmarks frontier trial continued-lm     # advise's branch trial on the LM (trial.py): into
-    python -m benchmarks frontier trial-report continued-lm   # results/frontier/continued-lm-trial/
-
-The suites (``suites.py``, ``data.py``): ``continued``, a ConvNet pretrained on 8,000 MNIST-1D samples and continued
-on a 15,000-sample mix (the 8,000 again, 4,000 fresh of the same domain, 3,000 of a time-reversed domain), test
-accuracy on the mix (80/20), on the new domain alone and on the old (forgetting); ``scratch-cnn`` and
-``scratch-mlp``, the ConvNet and the MLP trained from scratch on MNIST-1D 20k. The user's recipe: batch 256, AdamW,
-the family's LR, one-cycle, the suite's reference epochs. ``continued-lm`` (:mod:`.lm`): the ByteLM pretrained on
-the standard library's code and continued on a mix of that code (replayed and fresh) and Python's documentation
-text, in nats per byte (recipe: batch 16, AdamW 2e-3, one-cycle, 4 epochs).
-
-Every run is annealed over its own budget (epochs). Plain training at batch {64, 128, 256} x LR {1/3, 1, 2}x the
-recipe's x the suite's epochs is the frontier; every selection family gets the same LRs (fresh top-k also batch 128).
-Seconds are *priced* (``report.py``): each run's loader batches at the seconds per batch of its step kind, measured
-side by side by ``timing`` (runs that share the cores corrupt each other's seconds, so the runs themselves may run two
-at a time); ``keep="auto"``'s seconds are the plain run's priced seconds times the ratio of auto's CPU seconds to a
-plain run's of the same batch, LR and epochs, both timed in one job. Each run also records its thread CPU seconds.
+Stages: ``pretrain``, ``run`` (``--worker I/N``), ``timing`` (the interleaved step timing every run is priced at),
+``report``, ``all``; ``trial`` and ``trial-report`` on ``continued-lm``. The suites: ``suites.py``, ``data.py``,
+``lm.py``; commands and records: ``benchmarks/frontier/README.md``.
 """
 
 from __future__ import annotations

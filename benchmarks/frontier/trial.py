@@ -1,12 +1,7 @@
 """``advise``'s branch trial on the continued language model (issue 28: "never loses", on a language model), against
 the suite's whole runs.
 
-Exact commands (from the repository root; run alone, after the suite's ``run`` and ``timing`` stages):
-
-    python -m benchmarks frontier trial continued-lm          # 3 seeds -> results/frontier/continued-lm-trial/
-    python -m benchmarks frontier trial-report continued-lm   # -> results/frontier/continued-lm-trial/table.md
-    python -m benchmarks frontier trial continued-lm --smoke --out /tmp/flm   # seconds (the test; fixed cost table;
-                                                                               # its records in /tmp/flm/trial/)
+Commands and the record: ``benchmarks/frontier/README.md`` (``continued-lm-trial``).
 
 The user's run: the seed's pretrained ByteLM continued with the suite's recipe (batch 16, AdamW 2e-3, one-cycle over 4
 epochs of the mix). After its first epoch (a quarter of the run, the LR near its peak), ``advise(loader, model,

@@ -1,22 +1,8 @@
 """GPU seconds per epoch, and the check that an SB step never synchronises: one command, under 8 minutes.
 
-For the benchmark ConvNet (``examples/common.py``, width 32) and a wider one (width 256), at loader batches of 256
-and 1024, on MNIST-1D held on the GPU, four arms train side by side, one epoch of each in turn (the order
-rotating), each epoch timed wall-clock between two ``torch.cuda.synchronize()``:
-
-- ``baseline``: every sample at batch B;
-- ``small-batch``: every sample at batch ``ceil(keep * B)`` (the control SB must beat);
-- ``sb-topk``: ``SBLoader`` top-k, keep 0.25, fresh scoring on every step;
-- ``sb-cache-observe``: the same with ``LossCache(staleness=2)`` fed by ``observe()``.
-
-Then the sync check: for top-k, rank, random and the cached arm (dense and keyed), two epochs with every SB step
-(``next(loader)`` and ``observe``) run under ``torch.cuda.set_sync_debug_mode("error")``: a synchronising CUDA call
-inside sbdata raises. The epoch's last ``next`` runs outside it (the end of an epoch reads the non-finite flags
-still in flight, one synchronisation per epoch by design). Batches carry their sample ids as pinned CPU tensors, as
-a ``DataLoader(pin_memory=True)`` gives them.
-
-    python -m benchmarks gpu                      # writes benchmarks/results/gpu/main/{summary.json,table.md}
-    python -m benchmarks gpu --smoke --out /tmp/gpu   # seconds, on the CPU if no GPU (what CI runs)
+Four arms (baseline, small batch, fresh top-k, the cache with ``observe()``) train one epoch each in turn, each timed
+wall-clock between two ``torch.cuda.synchronize()``; then every SB step of top-k, rank, random and the cached arm runs
+under ``torch.cuda.set_sync_debug_mode("error")``. Commands: ``benchmarks/gpu/README.md``.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._sb import CostTable
-from .timing import interleaved
+from .timing import cpu_clock, interleaved
 
 
 class PricedArm(Protocol):
@@ -161,7 +161,7 @@ def calibrate(
     engine_batch: int | None = None,
     block: int = 8,
     rounds: int = 5,
-    clock: Callable[[], float],
+    clock: Callable[[], float] = cpu_clock,
     measure: bool = True,
 ) -> Any:
     """Measure :class:`Costs` for a model on samples of ``x``/``y``: every call timed one by one in the one timing loop
@@ -175,7 +175,7 @@ def calibrate(
         engine_steps: by configuration name, one SB step of that configuration's engine on a ready batch of
             ``engine_batch`` samples; its time minus ``score[engine_batch]`` is that configuration's ``overhead``.
         block, rounds: each function is called ``rounds * block`` times, interleaved one by one.
-        clock: the timer (``timing.cpu_clock`` on a shared CPU machine).
+        clock: the timer; this thread's CPU time by default.
         measure: False returns the calls by name instead, for :func:`costs_from` after timing them elsewhere.
     """
     model = make_model()

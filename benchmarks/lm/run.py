@@ -1,19 +1,7 @@
 """Selection for language-model training: a byte-level causal transformer on the Python standard library's source.
 
-One command runs everything (about an hour on 2 CPU cores; the recorded run's time is in benchmarks/README.md):
-
-    python -m benchmarks lm all --jobs 2            # tune, both regimes, 3 seeds, report -> benchmarks/results/lm/main
-    python -m benchmarks lm all --smoke --out /tmp/lm   # seconds; what CI runs
-
-Stages, also runnable alone (``--worker I/N`` runs every N-th run from the I-th; ``all`` starts N such workers):
-
-    python -m benchmarks lm tune [--worker I/N]     # the baseline's (batch, LR) grid per regime, widened at an edge
-    python -m benchmarks lm run  [--worker I/N]     # every arm x budget x seed of both regimes
-    python -m benchmarks lm report                  # tables, targets, plot
-
-The suite itself (its two regimes, single-pass and repeating, the baseline's tuning grid at equal seconds, the
-budgets and the interleaved, resumable runs) is shared with the auto benchmark and described where it lives:
-``benchmarks/harness/lm_suite.py``.
+Stages: ``all`` (``--jobs N`` workers), ``tune``, ``run`` (``--worker I/N``), ``report``. The suite (shared with the
+auto benchmark) is ``harness/lm_suite.py``; commands and records: ``benchmarks/lm/README.md``.
 """
 
 from __future__ import annotations

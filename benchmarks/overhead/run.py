@@ -1,18 +1,9 @@
-"""Overhead of the wrapper: SBLoader (and, once merged, the node and the WebDataset stage) against a hand-written
-loop doing the same scoring forward, top-k selection and indexing inline, on the same batches and model.
+"""Overhead of the wrapper: SBLoader, the node and the WebDataset stage against a hand-written loop doing the same
+scoring forward, top-k selection and indexing inline, on the same batches and model.
 
-Exact commands (from the repository root, sbdata importable):
-
-    python -m benchmarks overhead                  # tiny, mlp, cnn and cnn-wide models; about 12 minutes on 2 cores
-    python -m benchmarks overhead --smoke --out /tmp/overhead   # seconds; what CI runs
-
-Two modes per model: ``select`` times only scoring + selection + indexing (where overhead shows most), ``step``
-adds the training step on the selected batch (what a user's loop sees). Arms run in interleaved blocks of
-``--steps`` loader batches, the order rotating every round, after one warm-up block each; the reported per-step
-time is the median over rounds and the ratio is the median of the per-round paired ratios (min and max too).
-Noise-free counts per loader batch are also reported: aten operator calls (``TorchDispatchMode``), Python
-function calls (``sys.setprofile``) and model forward calls. Torch runs on one thread, glibc's allocator is pinned
-(``benchmarks/harness/timing.py``) and blocks are timed in thread CPU time (``--clock wall`` for wall-clock).
+Per model, ``select`` (scoring, selection, indexing) and ``step`` (plus the training step) modes; arms in interleaved
+blocks (the harness's timing loop), thread CPU time; noise-free counts per loader batch beside (aten operators,
+Python calls, forwards). Commands and records: ``benchmarks/overhead/README.md``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
 """Epoch-level pruning (issue 13) against the tuned baseline, on MNIST-1D at 100,000 samples.
 
-Stages (from the repository root; ``--worker I/N`` splits a stage among processes):
-
-    python -m benchmarks pruning tune cnn100k     # batch {64,128,256} x LR {0.5,1,2}x recipe, 1 seed -> tuned.json
-    python -m benchmarks pruning tune mlp100k
-    python -m benchmarks pruning tune noisy100k
-    python -m benchmarks pruning run cnn100k      # baseline-tuned, prune, prune-random, prune+sb, sb-cache, baseline
-    python -m benchmarks pruning run mlp100k
-    python -m benchmarks pruning run noisy100k
-    python -m benchmarks pruning timing           # interleaved step timing: the seconds every table prices with
-    python -m benchmarks pruning loading          # samples loaded and seconds per epoch, DataLoader with 2 workers
-    python -m benchmarks pruning report           # tables, summary.json and plots from what was run
-    python -m benchmarks pruning all --smoke --out /tmp/prune   # every stage in seconds: what CI runs
-
-Results go to ``<out>/<suite>/`` (``runs.jsonl``, ``tuned.json``, ``summary.json``, ``table.md``, plot),
-``<out>/timing/summary.json`` and ``<out>/loading/summary.json`` (``<out>``: ``benchmarks/results/pruning`` by default).
-The suites' records keep their names ``prune-<suite>``.
+Stages: ``tune SUITE``, ``run SUITE``, ``timing`` (the interleaved step timing every table is priced at), ``loading``
+(``DataLoader`` with 2 workers), ``report``, ``all``. Commands and records: ``benchmarks/pruning/README.md``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
-"""Interleaved wall-clock cost of every arm's training step: the noise-robust seconds behind time-to-accuracy.
+"""Interleaved cost of every arm's training step: the noise-robust seconds behind time-to-accuracy.
 
-The seconds of a whole training run on a shared machine swing by 2-5x with other people's load. This script
-measures what each arm's step costs side by side instead: for each model family it times every step kind of the
-time-to-accuracy arms (a plain step at batch B, a plain step at the small batch, and each arm's selection step
-with selection always on) in short interleaved blocks of loader batches, the order rotating every round, and
-keeps the median seconds per loader batch. ``python -m benchmarks time_to_accuracy report`` then prices each arm's
-epochs-to-target with these medians (an arm with a schedule mixes plain and selection steps in the share its
-window gives), next to the raw seconds of the runs.
-
-    python -m benchmarks throughput                     # ConvNet and MLP; ~10 minutes on 2 shared cores
-    python -m benchmarks throughput --smoke --out /tmp/throughput   # seconds; what CI runs
-
-It also checks the calibrated cost model (``harness/cost.py``): in the same rounds as the step kinds (so that
-load changes hit both alike) it times, call by call, a data gather, a training step and a scoring forward at each
-batch size the arms use and each configuration's SB step without training, predicts every step kind's seconds, and
-writes predicted and measured side by side (``table.md``), with forward-equivalents per loader batch as the
-machine-free column. Timing hygiene: one torch thread, glibc's allocator pinned, thread CPU time as the clock
-(``harness/timing.py``).
+Every step kind of the time-to-accuracy arms, per model family, in short interleaved blocks of loader batches (the
+harness's timing loop; the median seconds per loader batch prices those runs), and in the same rounds the calibrated
+cost model's calls (``harness/cost.py``), whose prediction is written beside. Commands and the record:
+``benchmarks/throughput/README.md``.
 """
 
 from __future__ import annotations

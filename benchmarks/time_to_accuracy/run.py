@@ -1,22 +1,8 @@
 """Time-to-accuracy: sbdata's selection against the baseline, its controls and Composer's rule, on MNIST-1D.
 
-Exact commands (from the repository root, sbdata importable; about 2.5 hours on 2 shared CPU cores in all):
-
-    python -m benchmarks time_to_accuracy sweep        # keep x schedule x policy x layout, 1 seed -> best.json
-    python -m benchmarks time_to_accuracy clean100k    # the headline: 100,000 samples, ConvNet, 3 seeds
-    python -m benchmarks time_to_accuracy clean20k     # 20,000 samples
-    python -m benchmarks time_to_accuracy noisy100k    # 20% of training labels flipped, with ReducibleSelect
-    python -m benchmarks time_to_accuracy mlp100k      # a second model family: the MLP
-    python -m benchmarks time_to_accuracy cache100k    # the stale-loss cache: staleness 1, 2, 4, +/- observe
-    python -m benchmarks time_to_accuracy report       # tables (Markdown, JSON) and plots from what was run
-    python -m benchmarks time_to_accuracy clean100k --smoke --out /tmp/tta   # seconds; what CI runs
-
-Each run (arm, budget in epochs, seed) is one annealed training run; its record is appended to
-``<out>/<suite>/runs.jsonl`` (``<out>``: ``benchmarks/results/time_to_accuracy`` by default) as soon as it ends, and
-a rerun skips the runs already there (so a crash loses at most one run). Arms, seeds and budgets are interleaved:
-for each seed, for each budget level, every arm in turn, so that drift in the machine's load touches all arms alike.
-Torch runs on one thread. The published run used two processes per suite (``--worker 0/2`` and ``--worker 1/2`` side
-by side, then ``report``), so every arm was timed with the same two benchmark processes on the machine.
+Stages: ``sweep``, a suite (``clean100k``, ``clean20k``, ``noisy100k``, ``mlp100k``, ``cache100k``; ``--worker I/N``),
+``report``. Runs go through the harness's run loop (interleaved, resumable). Commands and records:
+``benchmarks/time_to_accuracy/README.md``.
 """
 
 from __future__ import annotations
