@@ -16,12 +16,12 @@ evaluations; a seed that never reaches it makes the arm "not reached"):
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.plots import pyplot
 from benchmarks.harness.records import read_jsonl, write_results
 from benchmarks.harness.stats import at_cost, curve, mean, sd, seconds_to
 
@@ -269,13 +269,9 @@ def table(summary: dict[str, Any]) -> str:
 
 def plot_decisions(out: Path, records: dict[str, list[dict[str, Any]]]) -> Path | None:
     """The controller's tau, predicted speed-up and on/off over training, per suite (seeds overlaid)."""
-    if importlib.util.find_spec("matplotlib") is None:
+    plt = pyplot()
+    if plt is None:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     suites = [name for name in records if any("auto" in r for r in records[name])]
     if not suites:
         return None

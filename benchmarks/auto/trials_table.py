@@ -20,7 +20,6 @@ and its mean speed-up at least 0.95.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 from benchmarks.auto.arms import FIRST_VERDICTS, plain_before_verdict
 from benchmarks.harness._sb import Auto
+from benchmarks.harness.plots import pyplot
 from benchmarks.harness.records import read_jsonl
 from benchmarks.harness.stats import curve, mean, reach, sd, seconds_to
 
@@ -415,13 +415,9 @@ def plot_trials(
     ``settle_is_window``: the sizing of the first defaults (the ``trials`` record), whose settling part was sized as
     the window."""
     settings = Auto() if settings is None else settings
-    if importlib.util.find_spec("matplotlib") is None:
+    plt = pyplot()
+    if plt is None:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     panels = {name: [r for r in runs if r.get("auto")] for name, runs in runs_by_suite.items()}
     panels = {name: runs for name, runs in panels.items() if runs}
     if not panels:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.plots import pyplot
 from benchmarks.harness.records import write_results
 
 from .arms import STALENESS
@@ -428,11 +429,7 @@ def plot(points: dict[str, list[dict[str, Any]]], budgets: list[float], path: Pa
          metric: Metric = ACCURACY) -> None:  # fmt: skip
     """The mix test metric against priced seconds: every family's envelope (its best within each cost), the frontier
     in black, the budgets dotted."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 5.5))
     for index, (family, pts) in enumerate(points.items()):
         pts = sorted(pts, key=lambda p: p["seconds"])

@@ -29,6 +29,7 @@ import webdataset as wds
 from torch import nn
 
 from benchmarks.harness import _sb
+from benchmarks.harness.plots import pyplot
 from benchmarks.harness.records import results_dir
 
 sb_select = _sb.sb_select()  # this benchmark needs WebDataset anyway
@@ -231,11 +232,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_plot(result: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     trace = result["memory"]["trace"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
     left.plot([t["samples"] / 1e6 for t in trace], [t["rss_mib"] for t in trace], label="RSS")
