@@ -16,7 +16,6 @@ from benchmarks.harness.data import ShuffledBatches, inputs_targets
 from benchmarks.harness.models import MODELS
 from benchmarks.harness.pruned import NoScoring, PrunedBatches, PruneProbe
 from benchmarks.harness.train import endless_steps as steps
-from benchmarks.harness.train import probed_step
 
 from .data import Mix
 
@@ -108,10 +107,4 @@ def endless_steps(arm: BudgetArm, data: Mix, family: str, *, pretrained: bool, s
         model.load_state_dict(data.pretrained(seed)["model"])
     optimizer = torch.optim.AdamW(model.parameters(), lr=arm.lr / 25)
     batches, probe = arm.build(model, data, family=family, batch=arm.batch, epochs=10**6, seed=seed)
-    epoch = 0
-    if prefill:
-        batches.set_epoch(epoch)
-        for batch in batches:
-            probed_step(model, optimizer, probe, batch)
-        epoch += 1
-    return steps(model, optimizer, probe, batches, epoch)
+    return steps(model, optimizer, probe, batches, prefill=prefill)

@@ -46,7 +46,7 @@ from benchmarks.harness.lm import ByteLM, chunks_of, stdlib_files, validation_lo
 from benchmarks.harness.lm_arms import ADAPTER, SequenceBatches, sequence_losses, split_batch
 from benchmarks.harness.lm_train import make_optimizer
 from benchmarks.harness.timing import cpu_clock
-from benchmarks.harness.train import fit, one_cycle, train_step
+from benchmarks.harness.train import endless, fit, one_cycle, train_step
 
 from .arms import BudgetArm
 from .data import load_pretrained
@@ -303,18 +303,7 @@ def endless_lm_steps(arm: BudgetArm, data: LMMix, *, seed: int = 0, prefill: boo
     model = data.pretrained_model(seed)
     optimizer = make_optimizer(model, arm.lr / 25)
     run = _Run(arm, model, data, epochs=10**6, seed=seed)
-    epoch = 0
-    if prefill:
-        run.loader.set_epoch(epoch)
-        for batch in run.loader:
-            run.step(model, optimizer, batch)
-        epoch += 1
-    while True:
-        run.loader.set_epoch(epoch)
-        for batch in run.loader:
-            run.step(model, optimizer, batch)
-            yield
-        epoch += 1
+    return endless(run.loader, lambda batch: run.step(model, optimizer, batch), prefill=prefill)
 
 
 def endless_lm_scoring(data: LMMix, batch: int, *, seed: int = 0):

@@ -108,17 +108,31 @@ def fit(
     return step
 
 
-def endless_steps(model: torch.nn.Module, optimizer: torch.optim.Optimizer, probe: Any, batches: Any, epoch: int = 0):
-    """Training steps on ``batches`` epoch after epoch from ``epoch`` (:func:`probed_step`), yielding the loader
-    batches consumed after each (``probe.consumed``): the blocks the step timings time."""
-    step = 0
+def endless(batches: Any, step: Callable[[Any], None], consumed: Callable[[int], Any] = lambda i: i + 1, *,
+            epoch: int = 0, prefill: bool = False):  # fmt: skip
+    """``step`` on ``batches`` epoch after epoch from ``epoch``, yielding ``consumed(i)`` after the ``i``-th step: the
+    blocks every step timing times. With ``prefill``, one whole epoch runs first, unyielded (a cache then knows every
+    sample)."""
+    if prefill:
+        batches.set_epoch(epoch)
+        for batch in batches:
+            step(batch)
+        epoch += 1
+    i = 0
     while True:
         batches.set_epoch(epoch)
         for batch in batches:
-            probed_step(model, optimizer, probe, batch)
-            yield probe.consumed(step)
-            step += 1
+            step(batch)
+            yield consumed(i)
+            i += 1
         epoch += 1
+
+
+def endless_steps(model: torch.nn.Module, optimizer: torch.optim.Optimizer, probe: Any, batches: Any, epoch: int = 0,
+                  prefill: bool = False):  # fmt: skip
+    """:func:`endless` on a run's batches and probe (:func:`probed_step`; yields ``probe.consumed``)."""
+    return endless(batches, lambda batch: probed_step(model, optimizer, probe, batch), probe.consumed, epoch=epoch,
+                   prefill=prefill)  # fmt: skip
 
 
 def train_run(
