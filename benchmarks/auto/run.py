@@ -7,7 +7,6 @@ Stages: ``all`` (every suite, the timing check, the LM arms, the report), ``run 
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
@@ -22,6 +21,8 @@ from benchmarks.harness.data import dataset
 from benchmarks.harness.models import RECIPES
 from benchmarks.harness.records import machine, results_dir, write_results
 from benchmarks.harness.runs import Job, run_loop, spawn
+from benchmarks.harness.runs import parser as cli
+from benchmarks.harness.runs import worker as worker_of
 from benchmarks.harness.suites import RECIPE_SUITES
 from benchmarks.harness.timing import alternated, cpu_clock, interleaved, rotated, setup
 from benchmarks.harness.train import train_run
@@ -132,15 +133,12 @@ def run_lm(
 
 def main(argv: list[str] | None = None) -> int:
     """Run a stage of the auto benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks auto", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cli("auto", __doc__, smoke="2,000 samples, 2 epochs, one seed")
     parser.add_argument("stage", choices=["all", "run", "timing", "lm", "report"])
     parser.add_argument("suite", nargs="?", choices=sorted(SUITES), help="the suite ('run' only)")
     parser.add_argument(
         "--out", type=Path, default=RESULTS, help="the record's folder (default benchmarks/results/auto/main)"
     )
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 2 epochs, one seed")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes for 'all' (default 2)")
     parser.add_argument("--arms", help="'run' and 'lm': comma-separated arm names to run (default: every arm)")
     parser.add_argument("--worker", help="I/N: run every N-th run from the I-th (default 0/1; 'lm': its N workers)")
@@ -150,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.evals < 1:
         parser.error(f"--evals must be an int >= 1, got {args.evals}")
-    worker = None if args.worker is None else tuple(int(v) for v in args.worker.split("/"))
+    worker = None if args.worker is None else worker_of(args.worker)
     common = ["--out", str(args.out), "--evals", str(args.evals), *(["--smoke"] if args.smoke else [])]
     if args.stage == "all":
         started = time.time()

@@ -8,11 +8,9 @@ calibrated cost model (``harness/cost.py``) predicts each run from its own scori
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from collections import Counter
-from pathlib import Path
 
 import torch
 
@@ -22,6 +20,7 @@ from benchmarks.harness.cost import calibrate, sb_step_seconds
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import MODELS, RECIPES
 from benchmarks.harness.records import machine, results_dir, write_results
+from benchmarks.harness.runs import parser as cli
 from benchmarks.harness.timing import cpu_clock, interleaved, setup
 from benchmarks.harness.train import one_cycle, probed_step
 
@@ -165,18 +164,11 @@ def summarise(repeats: list[dict], predicted: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the cache_timing benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks cache_timing",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = cli("cache_timing", __doc__, out=RESULTS, smoke="2,000 samples, 4 epochs, 1 repeat", suite=True)
     parser.add_argument("--family", default="cnn", choices=list(RECIPES))
     parser.add_argument("--samples", type=int, default=20_000)
     parser.add_argument("--epochs", type=int, default=14)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--suite", default="main", help="the suite's folder inside --out (default main)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 4 epochs, 1 repeat")
     args = parser.parse_args(argv)
     if args.smoke:
         args.family, args.samples, args.epochs, args.repeats = "mlp", 2000, 4, 1

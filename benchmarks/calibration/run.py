@@ -8,7 +8,6 @@ Stages: ``all``, ``run SUITE``, ``report`` (the predicted side: ``advise`` calle
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from dataclasses import asdict, replace
@@ -24,6 +23,7 @@ from benchmarks.harness.data import ShuffledBatches, dataset, inputs_targets
 from benchmarks.harness.models import RECIPES
 from benchmarks.harness.records import machine, results_dir
 from benchmarks.harness.runs import Job, run_loop
+from benchmarks.harness.runs import parser as cli
 from benchmarks.harness.suites import RECIPE_SUITES
 from benchmarks.harness.timing import cpu_clock, setup
 from benchmarks.harness.train import train_run, user_optimizer
@@ -113,29 +113,15 @@ def run_suite(name: str, out: Path, smoke: bool, fixed: bool, info: dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     """Run a stage of the calibration benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks calibration",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = cli("calibration", __doc__, smoke="2,000 samples, 2 epochs, one seed")
     parser.add_argument("stage", choices=["all", "run", "report", "trial", "trial-report"])
     parser.add_argument("suite", nargs="?", choices=sorted(SUITES), help="the suite ('run' and 'trial' only)")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="results folder (default results/calibration)",
-    )
+    out = "the record's folder (default results/calibration/main; the trial stages: results/calibration)"
+    parser.add_argument("--out", type=Path, help=out)
     measured = "the recorded results read (default benchmarks/results: auto/, time_to_accuracy/)"
     parser.add_argument("--measured", type=Path, default=RESULTS.parents[1], help=measured)
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 2 epochs, one seed")
     parser.add_argument("--fixed-costs", action="store_true", help="advise prices with a fixed cost table (FE)")
-    parser.add_argument(
-        "--trial-steps",
-        type=int,
-        default=None,
-        help="trial stages: loader batches per option instead of advise's default (the length ablation)",
-    )
+    parser.add_argument("--trial-steps", type=int, help="trial stages: loader batches per option (the ablation)")
     args = parser.parse_args(argv)
     if args.stage in ("trial", "trial-report"):
         out = args.out if args.out is not None else RESULTS.parent

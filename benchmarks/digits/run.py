@@ -6,7 +6,6 @@ commands and records: ``benchmarks/digits/README.md``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 from benchmarks.harness.branch_trials import TRIAL
 from benchmarks.harness.records import machine, results_dir
 from benchmarks.harness.runs import Job, run_loop
+from benchmarks.harness.runs import parser as cli
 from benchmarks.harness.timing import cpu_clock, rotated, setup
 from benchmarks.harness.train import constant, train_run
 
@@ -59,18 +59,10 @@ def run(out: Path, seeds: tuple[int, ...], epochs: int, evals: int, info: dict) 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the digits suite and/or its report (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks digits", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cli("digits", __doc__, smoke="2 epochs, 8 evaluations, seeds 0 and 1")
     parser.add_argument("stage", nargs="?", default="all", choices=["all", "run", "report", "trial", "trial-report"])
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="results folder (default results/digits/main; trial stages results/digits/trial)",
-    )
+    parser.add_argument("--out", type=Path, help="results folder (default results/digits/main; trial stages: trial)")
     parser.add_argument("--seeds", help="comma-separated seeds (default 0,1,2)")
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2 epochs, 8 evaluations, seeds 0 and 1")
     args = parser.parse_args(argv)
     if args.stage in ("trial", "trial-report"):
         from . import trial

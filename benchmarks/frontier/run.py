@@ -8,7 +8,6 @@ Stages: ``pretrain``, ``run`` (``--worker I/N``), ``timing`` (the interleaved st
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -23,6 +22,7 @@ import torch
 from benchmarks.harness.models import MODELS
 from benchmarks.harness.records import machine, read_jsonl, results_dir
 from benchmarks.harness.runs import Job, run_loop
+from benchmarks.harness.runs import parser as cli
 from benchmarks.harness.timing import cpu_clock, interleaved, rotated, setup, sized_block
 from benchmarks.harness.train import train_run
 
@@ -160,15 +160,11 @@ def timing(data: Any, suite: Suite, out: Path, smoke: bool) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run a stage of the frontier benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks frontier", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cli("frontier", __doc__, smoke="2,000 samples, one seed, tiny grids", workers=True)
     parser.add_argument("stage", choices=["pretrain", "run", "timing", "report", "all", "trial", "trial-report"])
     parser.add_argument("suite", choices=sorted(SUITES))
     parser.add_argument("--out", type=Path, help="results folder (default results/frontier/SUITE)")
     parser.add_argument("--seeds", help="comma-separated seeds (default 0,1,2)")
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, one seed, tiny grids")
-    parser.add_argument("--worker", default="0/1", help="I/N: run every N-th run from the I-th (parallel processes)")
     parser.add_argument("--trial-steps", type=int, help="trial: loader batches per option (default 256; smoke 16)")
     args = parser.parse_args(argv)
     if args.stage.startswith("trial") and SUITES[args.suite].domain != "lm":
@@ -182,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds: tuple[int, ...] = (0,) if args.smoke else SEEDS
     if args.seeds:
         seeds = tuple(int(s) for s in args.seeds.split(","))
-    worker = tuple(int(v) for v in args.worker.split("/"))
+    worker = args.worker
     data: Mix | LMMix
     if suite.domain == "lm":
         sizes = SMOKE_LM_SIZES if args.smoke else LMSizes()

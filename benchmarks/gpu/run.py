@@ -7,11 +7,9 @@ under ``torch.cuda.set_sync_debug_mode("error")``. Commands: ``benchmarks/gpu/RE
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +18,7 @@ from benchmarks.harness._sb import LossCache, SBLoader, keep_count
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import MODELS
 from benchmarks.harness.records import machine, results_dir, write_results
+from benchmarks.harness.runs import parser as cli
 from benchmarks.harness.timing import interleaved, setup
 from benchmarks.harness.train import train_step
 
@@ -158,16 +157,11 @@ def table(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the gpu benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks gpu", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cli("gpu", __doc__, out=RESULTS, smoke="2,000 samples, width 8, batch 64", suite=True)
     parser.add_argument("--samples", type=int, default=20_000, help="MNIST-1D samples, 80%% train (default 20000)")
     parser.add_argument("--epochs", type=int, default=6, help="timed epochs per arm (default 6)")
     parser.add_argument("--widths", type=int, nargs="*", default=[32, 256])
     parser.add_argument("--batches", type=int, nargs="*", default=[256, 1024])
-    parser.add_argument("--suite", default="main", help="the suite's folder inside --out (default main)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, width 8, batch 64")
     args = parser.parse_args(argv)
     if args.smoke:
         args.samples, args.epochs, args.widths, args.batches = 2000, 1, [8], [64]

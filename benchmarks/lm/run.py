@@ -6,14 +6,13 @@ auto benchmark) is ``harness/lm_suite.py``; commands and records: ``benchmarks/l
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
 from benchmarks.harness.lm_suite import SMOKE, SMOKE_ARMS, Plan, stage
 from benchmarks.harness.records import results_dir
+from benchmarks.harness.runs import parser as cli
 from benchmarks.harness.runs import spawn
 
 RESULTS = results_dir("lm")
@@ -21,15 +20,9 @@ RESULTS = results_dir("lm")
 
 def main(argv: list[str] | None = None) -> int:
     """Run a stage of the language-model benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks lm", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cli("lm", __doc__, out=RESULTS, smoke="tiny budgets, one seed, a few arms", workers=True, suite=True)
     parser.add_argument("stage", choices=["all", "tune", "run", "report"])
-    parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default benchmarks/results/lm)")
-    parser.add_argument("--suite", default="main", help="the suite's folder inside --out (default main)")
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: tiny budgets, one seed, a few arms")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes for 'all' (default 2)")
-    parser.add_argument("--worker", default="0/1", help="I/N: run every N-th run from the I-th")
     parser.add_argument("--round", type=int, default=0, help="tuning round (0: the grid; k: k-th widening)")
     parser.add_argument("--arms", nargs="*", help="run only these arms (default: every arm; the smoke run's few)")
     parser.add_argument("--fractions", type=float, nargs="*", help="budgets as fractions of the tuned FE")
@@ -57,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
         report(out)
         return 0
-    stage(args.stage, plan, out, tuple(int(v) for v in args.worker.split("/")), args.round)  # type: ignore[arg-type]
+    stage(args.stage, plan, out, args.worker, args.round)  # type: ignore[arg-type]
     return 0
 
 

@@ -8,12 +8,10 @@ Python calls, forwards). Commands and records: ``benchmarks/overhead/README.md``
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from benchmarks.harness.models import MODELS as FAMILIES
 from benchmarks.harness.records import machine, results_dir, write_results
+from benchmarks.harness.runs import parser as cli
 from benchmarks.harness.timing import cpu_clock, interleaved, setup
 
 from .arms import all_arms
@@ -151,17 +150,12 @@ def table(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the overhead benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks overhead", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cli("overhead", __doc__, out=RESULTS, smoke="tiny model, 3 steps, 2 rounds", suite=True)
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--batch", type=int, default=256, help="loader batch size (default 256)")
     parser.add_argument("--keep", type=float, default=0.33)
     parser.add_argument("--steps", type=int, default=40, help="loader batches per timed block (default 40)")
     parser.add_argument("--rounds", type=int, default=25, help="timed blocks per arm (default 25)")
-    parser.add_argument("--suite", default="main", help="the suite's folder inside --out (default main)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: tiny model, 3 steps, 2 rounds")
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu", help="thread CPU time (default) or wall")
     args = parser.parse_args(argv)
     global CLOCK

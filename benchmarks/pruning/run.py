@@ -6,7 +6,6 @@ Stages: ``tune SUITE``, ``run SUITE``, ``timing`` (the interleaved step timing e
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -22,6 +21,7 @@ from benchmarks.harness._sb import LossCache, PruningSampler, with_index
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import RECIPES
 from benchmarks.harness.records import machine, read_jsonl, results_dir
+from benchmarks.harness.runs import parser as cli
 from benchmarks.harness.runs import run_suite
 from benchmarks.harness.suites import Suite
 from benchmarks.harness.timing import interleaved, sized_block
@@ -91,18 +91,13 @@ def run_arms_suite(name: str, out: Path, smoke: bool) -> Suite:
 
 def main(argv: list[str] | None = None) -> int:
     """Run a stage of the pruning benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks pruning", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cli("pruning", __doc__, out=RESULTS, smoke="2,000 samples, one seed, tiny budgets", workers=True)
     parser.add_argument("stage", choices=["tune", "run", "timing", "loading", "report", "all"])
     parser.add_argument("suite", nargs="?", choices=sorted(SUITES), help="for tune and run")
-    parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--seeds", type=int, nargs="*", help="run these seeds (each arm keeps at most its count)")
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, one seed, tiny budgets")
-    parser.add_argument("--worker", default="0/1", help="I/N: run every N-th run from the I-th (parallel processes)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    worker = tuple(int(v) for v in args.worker.split("/"))
+    worker = args.worker
     stages = ["tune", "run", "timing", "loading", "report"] if args.stage == "all" else [args.stage]
     names = [args.suite] if args.suite else (["cnn100k"] if args.smoke else sorted(SUITES))
     for stage in stages:

@@ -8,7 +8,6 @@ cost model's calls (``harness/cost.py``), whose prediction is written beside. Co
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import statistics
 import sys
@@ -23,6 +22,7 @@ from benchmarks.harness.cost import calibrate, costs_from, sb_step_seconds, step
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import MODELS, RECIPES
 from benchmarks.harness.records import machine, results_dir, write_results
+from benchmarks.harness.runs import parser as cli
 from benchmarks.harness.timing import cpu_clock, interleaved, rotated, setup
 from benchmarks.harness.train import endless_steps
 
@@ -185,18 +185,11 @@ def table(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the throughput benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks throughput",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = cli("throughput", __doc__, out=RESULTS, smoke="2,000 samples, 2 blocks of 2", suite=True)
     parser.add_argument("--families", nargs="*", default=["cnn", "mlp"])
     parser.add_argument("--block", type=int, default=24, help="loader batches per timed block (default 24)")
     parser.add_argument("--rounds", type=int, default=15, help="timed blocks per step kind (default 15)")
     parser.add_argument("--best", type=Path, default=results_dir("time_to_accuracy") / "sweep" / "best.json")
-    parser.add_argument("--suite", default="main", help="the suite's folder inside --out (default main)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 2 blocks of 2")
     args = parser.parse_args(argv)
     samples = 2000 if args.smoke else 100_000
     if args.smoke:

@@ -7,14 +7,13 @@ Stages: ``sweep``, a suite (``clean100k``, ``clean20k``, ``noisy100k``, ``mlp100
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 import torch
 
 from benchmarks.harness import suites as _suites
 from benchmarks.harness.records import results_dir
+from benchmarks.harness.runs import parser as cli
 from benchmarks.harness.runs import run_suite
 
 from . import report
@@ -24,20 +23,11 @@ RESULTS = results_dir("time_to_accuracy")
 
 def main(argv: list[str] | None = None) -> int:
     """Run the time_to_accuracy benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks time_to_accuracy",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = cli("time_to_accuracy", __doc__, out=RESULTS, smoke="2,000 samples, one seed, tiny budgets", workers=True)
     parser.add_argument(
         "suite", choices=["sweep", "clean100k", "clean20k", "noisy100k", "mlp100k", "cache100k", "report"]
     )
-    parser.add_argument(
-        "--out", type=Path, default=RESULTS, help="results folder (default benchmarks/results/time_to_accuracy)"
-    )
     parser.add_argument("--seeds", type=int, nargs="*", help="override the suite's seeds")
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, one seed, tiny budgets")
-    parser.add_argument("--worker", default="0/1", help="I/N: run every N-th run from the I-th (parallel processes)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     if args.suite == "report":
@@ -48,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         suite = _suites.smoke(suite)
     if args.seeds:
         suite.seeds = tuple(args.seeds)
-    worker = tuple(int(v) for v in args.worker.split("/"))
+    worker = args.worker
     records = run_suite(suite, args.out / suite.name, worker=worker)
     if suite.name == "sweep":
         report.write_sweep(records, args.out / suite.name)
