@@ -19,20 +19,15 @@ random at keep 0.25, to the user's accuracy) and, for the smaller batch, the cal
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.arms import BASELINE
-from benchmarks.harness.branch_trials import HEADER, KEEPS, POINTS, STEPS, TRIAL, named, suite_table, trialler
+from benchmarks.harness.branch_trials import HEADER, KEEPS, POINTS, STEPS, TRIAL, suite_table, trial_runs
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import RECIPES
-from benchmarks.harness.records import machine
-from benchmarks.harness.runs import Job, run_loop
 from benchmarks.harness.suites import RECIPE_SUITES
-from benchmarks.harness.timing import cpu_clock
-from benchmarks.harness.train import train_run
 
 SUITES = ("mlp100k", "cnn100k", "noisy100k", "noisy30-100k")
 SEEDS: tuple[int, ...] = (0, 1, 2)
@@ -56,30 +51,11 @@ def run_trials(
     seeds, trial = SEEDS, TRIAL if trial_steps is None else trial_steps
     if smoke:
         samples, epochs, seeds, trial = SMOKE_SAMPLES, SMOKE_EPOCHS, SMOKE_SEEDS, SMOKE_TRIAL
-    folder = out / prefix(trial_steps) / name
-    folder.mkdir(parents=True, exist_ok=True)
-    data = dataset(samples, noise=noise)
-    user = replace(BASELINE, name="user")
-
-    def job(seed: int) -> Job:
-        def run() -> dict[str, Any]:
-            fields = data.fields()[:2]  # inputs and (possibly flipped) training labels
-            inspect = trialler(fields, int(RECIPES[family]["batch"]), seed, fixed=fixed, trial=trial,
-                               probe_samples=PROBE_SAMPLES)  # fmt: skip
-            record = train_run(data, user, family=family, epochs=epochs, seed=seed, evals=8, clock=cpu_clock,
-                               inspect=inspect, inspect_at=POINTS)  # fmt: skip
-            record.update(suite=name, samples=samples, noise=noise, fixed_costs=fixed, time=time.time())
-            return record
-
-        return Job(("user", seed), run)
-
-    def line(r: dict[str, Any]) -> None:
-        said = "; ".join(f"{i['at']:.2f}: {named(i['recommendation'])}" for i in r["inspections"])
-        print(f"{name} seed={r['seed']} acc={r['accuracy']:.4f} {said}")
-
-    run_loop((job(seed) for seed in seeds), folder / "runs.jsonl", lambda r: (r["arm"], r["seed"]), log=line)
-    settings = {"points": POINTS, "keeps": KEEPS, "steps": STEPS, "trial": trial, "fixed_costs": fixed}
-    (folder / "machine.json").write_text(json.dumps({**machine(), "suite": name, **info, **settings}, indent=2))
+    settings = {**info, "points": POINTS, "keeps": KEEPS, "steps": STEPS, "trial": trial, "fixed_costs": fixed}
+    trial_runs(out / prefix(trial_steps) / name, name, dataset(samples, noise=noise), replace(BASELINE, name="user"),
+               seeds, batch=int(RECIPES[family]["batch"]), trial=trial, fixed=fixed, probe_samples=PROBE_SAMPLES,
+               points=POINTS, settings=settings, record={"samples": samples, "noise": noise, "fixed_costs": fixed},
+               family=family, epochs=epochs)  # fmt: skip
 
 
 def _whole_run(measured: Path, name: str) -> dict[str, tuple[float | None, int, int]]:
