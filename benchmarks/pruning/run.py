@@ -10,6 +10,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from benchmarks.harness.records import machine, read_jsonl, results_dir
 from benchmarks.harness.runs import parser as cli
 from benchmarks.harness.runs import run_suite
 from benchmarks.harness.suites import Suite
-from benchmarks.harness.timing import interleaved, sized_block
+from benchmarks.harness.timing import alternated, interleaved, sized_block
 
 from . import report as _report
 from .arms import Compressed, PruneArm, arms, endless_steps, grid, step_kinds
@@ -164,17 +165,21 @@ def sampler_seconds(n: int, batch: int, repeats: int) -> float:
     ids = torch.randperm(n, generator=torch.Generator().manual_seed(1))[:batch]
     losses = torch.rand(batch, requires_grad=True)
 
-    def trial(with_sampler: bool) -> float:
-        started = time.perf_counter()
-        for _ in range(repeats):
-            if with_sampler:
-                sampler.observe(ids, losses)
-                (sampler.weights(ids) * losses).mean().backward()
-            else:
-                losses.mean().backward()
-        return (time.perf_counter() - started) / repeats
+    def trial(with_sampler: bool) -> Callable[[int], float]:
+        def run(_: int) -> float:
+            started = time.perf_counter()
+            for _ in range(repeats):
+                if with_sampler:
+                    sampler.observe(ids, losses)
+                    (sampler.weights(ids) * losses).mean().backward()
+                else:
+                    losses.mean().backward()
+            return (time.perf_counter() - started) / repeats
 
-    return max(0.0, statistics.median(trial(True) - trial(False) for _ in range(5)))
+        return run
+
+    times = interleaved({"with": trial(True), "without": trial(False)}, 5, order=alternated)
+    return max(0.0, statistics.median(a - b for a, b in zip(times["with"], times["without"], strict=True)))
 
 
 def timing(out: Path, tuned: dict[str, list[int]], lrs: dict[str, float], smoke: bool = False) -> dict[str, Any]:
@@ -220,17 +225,20 @@ def loading(n: int = 20_000, length: int = 4096, rounds: int = 3, workers: int =
     cache.observe(torch.arange(n), torch.empty(n).exponential_(generator=torch.Generator().manual_seed(0)), 0)
     pruned = PruningSampler(dataset, cache, epochs=100, seed=0)
     full = PruningSampler(dataset, cache, epochs=100, prune=0.0, seed=0)
-    seconds: dict[str, list[float]] = {"full": [], "pruned": []}
     loaded: dict[str, int] = {}
-    for round_ in range(rounds):
-        for name, sampler in (("full", full), ("pruned", pruned))[:: 1 if round_ % 2 == 0 else -1]:
+
+    def epoch(name: str, sampler: PruningSampler) -> Callable[[int], float]:
+        def run(round_: int) -> float:
             sampler.set_epoch(round_ + 1)
             loader = DataLoader(with_index(dataset), batch_size=128, sampler=sampler, num_workers=workers)
-            started, count = time.perf_counter(), 0
+            started, loaded[name] = time.perf_counter(), 0
             for _, _, index in loader:
-                count += len(index)
-            seconds[name].append(time.perf_counter() - started)
-            loaded[name] = count
+                loaded[name] += len(index)
+            return time.perf_counter() - started
+
+        return run
+
+    seconds = interleaved({"full": epoch("full", full), "pruned": epoch("pruned", pruned)}, rounds, order=alternated)
     out = {name: {"samples_loaded": loaded[name], "seconds": statistics.median(s)} for name, s in seconds.items()}
     out["config"] = {"samples": n, "values_per_sample": length, "num_workers": workers, "rounds": rounds}
     return out
