@@ -412,6 +412,18 @@ def test_one_run_loop_one_timing_loop_one_cost_model():
     assert not loops, f"rotating loops outside harness/timing.py (use interleaved or rotated): {loops}"
 
 
+def test_one_training_step_and_one_spawner():
+    """Every benchmark trains through the harness's step (``harness/train.py``): ``.backward()`` elsewhere only in the
+    calibrated cost model's timed training call, the overhead benchmark's timed block (the hand-written loop it
+    measures the wrapper against) and the pruning sampler's timed cost; worker processes start in ``harness/runs.py``
+    alone."""
+    allowed = {"harness/train.py", "harness/cost.py", "overhead/run.py", "pruning/run.py"}
+    stepping = {str(p.relative_to(BENCHMARKS)) for p in BENCHMARKS.rglob("*.py") if ".backward()" in p.read_text()}
+    assert stepping <= allowed, stepping - allowed
+    spawning = {str(p.relative_to(BENCHMARKS)) for p in BENCHMARKS.rglob("*.py") if "Popen(" in p.read_text()}
+    assert spawning == {"harness/runs.py"}, spawning
+
+
 def test_every_import_from_sbdata_is_in_one_harness_module():
     """sbdata's modules move: every name the benchmarks take from it comes through ``harness/_sb.py``."""
     offenders = []
