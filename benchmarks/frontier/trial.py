@@ -27,6 +27,7 @@ import torch
 
 from benchmarks.harness._sb import CostTable, advise, causal_lm
 from benchmarks.harness.branch_trials import agrees, named, times
+from benchmarks.harness.cost import frontier_run_seconds
 from benchmarks.harness.lm_arms import SequenceBatches
 from benchmarks.harness.lm_train import make_optimizer
 from benchmarks.harness.records import machine, read_jsonl
@@ -34,7 +35,6 @@ from benchmarks.harness.runs import Job, run_loop
 
 from .arms import BudgetArm
 from .lm import LMMix, _Run, train_epochs
-from .report import price
 from .suites import Suite
 
 AT_EPOCH = 1  # advise is called after this many epochs of the user's run
@@ -127,8 +127,8 @@ def whole_runs(records: list[dict[str, Any]], kinds: dict[str, Any], suite: Suit
             if not user or not runs:
                 continue
             counted += 1
-            target, seconds = user[0]["nats_mix"], price(user[0], kinds, samples)
-            hits = [price(r, kinds, samples) for r in runs if r["nats_mix"] <= target + 1e-12]
+            target, seconds = user[0]["nats_mix"], frontier_run_seconds(user[0], kinds, samples)
+            hits = [frontier_run_seconds(r, kinds, samples) for r in runs if r["nats_mix"] <= target + 1e-12]
             if hits:
                 reached += 1
                 speeds.append(seconds / min(hits))

@@ -1,6 +1,7 @@
 """The one cost model of the benchmarks, each price one function here: sbdata's ``CostTable`` (forward-equivalents,
 :func:`priced`); an arm's expected cost (:func:`cost_per_epoch`) and its seconds priced from interleaved step timings
-(:func:`step_kind`, :func:`suite_arm_seconds`, :func:`pruning_run_seconds`); and the calibrated model (:class:`Costs`,
+(:func:`step_kind`, :func:`suite_arm_seconds`, :func:`pruning_run_seconds`, :func:`frontier_run_seconds`, and
+:func:`frontier_limits`, what an epoch can cost at best); and the calibrated model (:class:`Costs`,
 :func:`calibrate`, :func:`costs_from`, :func:`sb_step_seconds`), which predicts an SB step's seconds from a few
 measured calls of this machine: a batch gathered (``data[b]``), a training step (``train[b]``), a scoring forward
 (``score[b]``) and sbdata's own work per SB step beyond the scoring forward (``overhead``). A plain loader batch of B
@@ -128,6 +129,63 @@ def pruning_run_seconds(record: dict[str, Any], timing_: dict[str, Any], n: int)
     scored = record["samples_scored"] / max(1, sum(loaded))
     reuse, stale = steps[f"sb-reuse b={b}"]["seconds_per_step"], steps[f"sb-stale b={b}"]["seconds_per_step"]
     return batches * (reuse + scored * (stale - reuse)) + decisions
+
+
+def frontier_run_seconds(record: dict[str, Any], kinds: dict[str, dict[str, float]], samples: int) -> float:
+    """A frontier run's priced seconds: its loader batches at the seconds per batch of its step kind (``kinds``: the
+    suite's interleaved step timing); the reducible arm's up-front training steps at plain steps' and its scoring pass
+    at the ``score`` kind's; a warm-cache step between the all-reused and the all-scored warm step by the run's share of
+    scored samples; ``keep="auto"`` as the plain run of its batch, LR and epochs times the ratio of their CPU seconds.
+    ``samples``: the mix's size."""
+    cfg = record["config"]
+    t = {name: kind["seconds_per_batch"] for name, kind in kinds.items()}
+    batch, steps = cfg["batch"], record["steps"]
+    if cfg["keep"] == "auto":
+        plain_batches = record["epochs"] * math.ceil(samples / batch)
+        return plain_batches * t[f"plain b={batch}"] * record["cpu_seconds"] / record["paired_plain_cpu_seconds"]
+    if cfg["policy"] is None:
+        return steps * t[f"prune b={batch}" if cfg["prune"] is not None else f"plain b={batch}"]
+    if not cfg["warm"]:  # plus any up-front work (the reducible arm's irreducible model), priced as plain steps
+        upfront = 0.0  # and scoring batches; a timing without those kinds raises rather than pricing them at 0
+        if record.get("upfront_steps"):
+            upfront += record["upfront_steps"] * t[f"plain b={batch}"]
+        if record.get("upfront_scored"):
+            upfront += math.ceil(record["upfront_scored"] / batch) * t[f"score b={batch}"]
+        return steps * t[f"{cfg['policy']} keep={cfg['keep']} b={batch}"] + upfront
+    sb = record["sb"]
+    share = sb["samples_scored"] / max(1, sb["samples_seen"])
+    reused, scored = t[f"warm-reused keep={cfg['keep']} b={batch}"], t[f"warm-scored keep={cfg['keep']} b={batch}"]
+    return steps * (reused + share * (scored - reused))
+
+
+def frontier_limits(kinds: dict[str, dict[str, float]], sizes: Any, staleness: int, batch: int = 256) -> dict[str, Any]:
+    """What an epoch can cost at best, in plain epochs at the user's ``batch`` (from the step timing): in a continued
+    suite, training only the new samples and scoring nothing (``ideal``); fresh scoring at each keep; the warm cache at
+    each keep (known samples rescored once every ``staleness + 1`` epochs; ``sizes``: a continued suite's, with ``new``,
+    ``mix`` and ``known``, or None); and the per-sample seconds they come
+    from."""
+    t = {name: kind["seconds_per_batch"] for name, kind in kinds.items()}
+    b = batch
+    plain = t[f"plain b={b}"]
+    out: dict[str, Any] = {}
+    if sizes is not None:
+        out.update(new_share=sizes.new / sizes.mix, known_share=sizes.known)
+        out["ideal"] = sizes.new / sizes.mix  # train the new samples once an epoch, score nothing
+    for keep in (0.25, 0.5):
+        fresh, reused, scored = (t.get(f"topk keep={keep} b={b}"), t.get(f"warm-reused keep={keep} b={b}"),
+                                 t.get(f"warm-scored keep={keep} b={b}"))  # fmt: skip
+        if fresh is not None:
+            out[f"fresh keep={keep}"] = fresh / plain
+        if reused is not None and scored is not None:
+            out[f"warm keep={keep}"] = (reused + (scored - reused) / (staleness + 1)) / plain
+            out[f"warm keep={keep}, nothing scored"] = reused / plain
+    low, high = f"topk keep=0.25 b={b}", f"topk keep=0.5 b={b}"
+    if low in t and high in t:
+        per_trained = (t[high] - t[low]) / (0.25 * b)
+        out["train_seconds_per_sample"] = per_trained
+        out["score_seconds_per_sample"] = (t[low] - math.ceil(0.25 * b) * per_trained) / b
+        out["plain_seconds_per_sample"] = plain / b
+    return out
 
 
 @dataclass

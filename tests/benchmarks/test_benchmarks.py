@@ -393,6 +393,8 @@ def test_one_run_loop_one_timing_loop_one_cost_model():
         "step_kind": "harness/cost.py",  # ... what a step is ...
         "suite_arm_seconds": "harness/cost.py",  # ... and the seconds it prices
         "pruning_run_seconds": "harness/cost.py",
+        "frontier_run_seconds": "harness/cost.py",
+        "frontier_limits": "harness/cost.py",
         "calibrate": "harness/cost.py",  # the calibrated model
         "costs_from": "harness/cost.py",
         "sb_step_seconds": "harness/cost.py",
