@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from ._sb import HistoryPercentile, LossCache, PruningSampler, ReducibleSelect, SBLoader, Schedule, keep_count
+from .cost import upfront_fe
 from .data import ShuffledBatches, inputs_targets
 from .models import MODELS, RECIPES
 from .train import fit, user_optimizer
@@ -183,7 +184,7 @@ class Arm:
                 RECIPES[family]["lr"],
             )
         model.eval()
-        upfront = 3.0 * self.il_epochs * len(held)
+        upfront = upfront_fe(1.0, self.il_epochs, len(held))
         return split.fields(rest), model, upfront
 
 

@@ -84,6 +84,20 @@ def cost_per_epoch(arm: PricedArm) -> float:
     return (1 - selecting_) + selecting_ * per_sb
 
 
+def loader_batch_fe(arm: PricedArm, batch: int, loader_batch: int, kept: int) -> float:
+    """Forward-equivalents of one loader batch of an arm's selection step (or plain step at ``loader_batch``): 3 per
+    trained sample, 1 per scored one, plus the irreducible model's forward (``ReducibleSelect``)."""
+    return (
+        3 * loader_batch if arm.policy is None else batch * (1 + (1.0 if arm.policy == "reducible" else 0.0)) + 3 * kept
+    )
+
+
+def upfront_fe(relative: float, epochs: float, samples: int) -> float:
+    """Forward-equivalents of training a model ``relative`` times the live one's forward cost for ``epochs`` over
+    ``samples`` up front (an irreducible model): 3 per trained sample."""
+    return 3.0 * relative * epochs * samples
+
+
 def step_kind(arm: PricedArm) -> str:
     """What one loader batch of an arm costs, whatever its schedule: the key of the timing table."""
     if arm.policy is None:

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ._sb import auto_decisions, has_auto
-from .cost import priced
+from .cost import priced, upfront_fe
 from .lm import ByteLM, validation_loss
 from .lm_arms import LMArm, SequenceBatches, sequence_losses
 from .timing import cpu_clock
@@ -49,7 +49,7 @@ def train_irreducible(holdout: torch.Tensor, sequences: int, seed: int) -> tuple
         optimizer = make_optimizer(model, IRREDUCIBLE_RECIPE["lr"])
         fit(model, optimizer, batches, IRREDUCIBLE_RECIPE["epochs"], IRREDUCIBLE_RECIPE["lr"], losses=sequence_losses)
     model.eval()
-    fe = 3.0 * relative_cost(model) * IRREDUCIBLE_RECIPE["epochs"] * len(data)
+    fe = upfront_fe(relative_cost(model), IRREDUCIBLE_RECIPE["epochs"], len(data))
     return model, fe, cpu_clock() - started
 
 

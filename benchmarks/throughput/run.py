@@ -18,7 +18,7 @@ import torch
 
 from benchmarks.harness import suites as _suites
 from benchmarks.harness._sb import keep_count
-from benchmarks.harness.cost import calibrate, costs_from, sb_step_seconds, step_kind
+from benchmarks.harness.cost import calibrate, costs_from, loader_batch_fe, sb_step_seconds, step_kind
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import MODELS, RECIPES
 from benchmarks.harness.records import machine, results_dir, write_results
@@ -106,15 +106,10 @@ def measure(family: str, samples: int, block: int, rounds: int, best_path: Path 
             "max": max(ts),
             "loader_batch": loader_batch,
             "predicted_seconds_per_loader_batch": predicted[name],
-            "fe_per_loader_batch": 3 * loader_batch if arm.policy is None else batch * (1 + extra_fe(arm)) + 3 * kept,
+            "fe_per_loader_batch": loader_batch_fe(arm, batch, loader_batch, kept),
             "loader_batches_per_epoch": -(-len(data.y_train) // loader_batch),
         }
     return {"steps": out, "costs": costs.as_dict()}
-
-
-def extra_fe(arm) -> float:
-    """Forward-equivalents per scored sample beyond the live model's forward (the irreducible model's)."""
-    return 1.0 if arm.policy == "reducible" else 0.0
 
 
 def calibration_calls(family: str, data, arms: dict, batch: int) -> dict:
