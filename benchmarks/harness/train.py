@@ -155,7 +155,7 @@ def train_run(
     Args:
         split: train (possibly noisy) and clean test tensors.
         arm: an ``_arms.Arm``; ``arm.build(...)`` returns the iterable of training batches and a cost probe.
-        family: model family, a key of ``examples.common.MODELS`` and ``RECIPES``.
+        family: model family, a key of ``models.MODELS`` and ``RECIPES``.
         epochs: passes over the training set; the LR schedule anneals over exactly this budget.
         seed: initialisation and data-order seed (shared by every arm).
         evals: test evaluations at evenly spaced loader progress (the last at the end).
