@@ -81,6 +81,39 @@ def test_cost_interpolation():
     assert at_cost(curve, 5.0) is None
 
 
+def test_the_calibrated_model_times_every_call_in_the_one_timing_loop():
+    """A clock that advances by each call's known cost: every call is timed ``rounds * block`` times after one
+    warm-up, the medians are those costs, and an engine step's overhead is its time less a scoring forward's."""
+    from benchmarks.harness.cost import calibrate, sb_step_seconds
+    from benchmarks.harness.models import MLP
+
+    now, calls = [0.0], {"engine": 0}
+    x, y = torch.randn(64, 1, 40), torch.randint(0, 10, (64,))
+
+    def engine() -> None:
+        calls["engine"] += 1
+        now[0] += 0.5  # the engine step costs 0.5 s, every other call nothing: all of it overhead
+
+    costs = calibrate(MLP, x, y, train_sizes=[32], score_sizes=[64], engine_steps={"topk": engine}, engine_batch=64,
+                      block=2, rounds=3, clock=lambda: now[0])  # fmt: skip
+    assert calls["engine"] == 1 + 2 * 3
+    assert costs.train == {32: 0.0} and costs.data == {32: 0.0} and costs.overhead == {"topk": 0.5}
+    assert costs.score == {64: 0.0} and sb_step_seconds(costs, 64, 32, overhead="topk") == 0.5
+
+
+def test_endless_steps_prefill_one_epoch_unyielded():
+    from benchmarks.harness.train import endless
+
+    class Batches(list):
+        def set_epoch(self, epoch: int) -> None:
+            epochs.append(epoch)
+
+    batches, seen, epochs = Batches([1, 2, 3]), [], []
+    steps = endless(batches, seen.append, prefill=True, epoch=4)
+    assert list(itertools.islice(steps, 4)) == [1, 2, 3, 4] and seen == [1, 2, 3] * 2 + [1]
+    assert epochs == [4, 5, 6]
+
+
 @pytest.mark.slow
 def test_throughput_smoke(tmp_path):
     run("throughput", "--smoke", "--out", str(tmp_path))
