@@ -20,8 +20,7 @@ from benchmarks.harness._sb import Auto
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import RECIPES
 from benchmarks.harness.records import machine, results_dir, write_results
-from benchmarks.harness.runs import Job, run_loop, spawn
-from benchmarks.harness.runs import parser as cli
+from benchmarks.harness.runs import Job, cli, run_loop, spawn
 from benchmarks.harness.runs import worker as worker_of
 from benchmarks.harness.suites import RECIPE_SUITES
 from benchmarks.harness.timing import alternated, cpu_clock, interleaved, rotated, setup

@@ -20,7 +20,7 @@ from benchmarks.harness.cost import calibrate, sb_step_seconds
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import MODELS, RECIPES
 from benchmarks.harness.records import machine, results_dir, write_results
-from benchmarks.harness.runs import parser as cli
+from benchmarks.harness.runs import cli
 from benchmarks.harness.timing import cpu_clock, interleaved, setup
 from benchmarks.harness.train import one_cycle, probed_step
 

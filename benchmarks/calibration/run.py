@@ -22,8 +22,7 @@ from benchmarks.harness.branch_trials import FIXED, KEEPS, ORDER, POINTS, STEPS
 from benchmarks.harness.data import ShuffledBatches, dataset, inputs_targets
 from benchmarks.harness.models import RECIPES
 from benchmarks.harness.records import machine, results_dir
-from benchmarks.harness.runs import Job, run_loop
-from benchmarks.harness.runs import parser as cli
+from benchmarks.harness.runs import Job, cli, run_loop
 from benchmarks.harness.suites import RECIPE_SUITES
 from benchmarks.harness.timing import cpu_clock, setup
 from benchmarks.harness.train import train_run, user_optimizer

@@ -14,8 +14,7 @@ from pathlib import Path
 
 from benchmarks.harness.branch_trials import TRIAL
 from benchmarks.harness.records import machine, results_dir
-from benchmarks.harness.runs import Job, run_loop
-from benchmarks.harness.runs import parser as cli
+from benchmarks.harness.runs import Job, cli, run_loop
 from benchmarks.harness.timing import cpu_clock, rotated, setup
 from benchmarks.harness.train import constant, train_run
 

@@ -21,8 +21,7 @@ import torch
 
 from benchmarks.harness.models import MODELS
 from benchmarks.harness.records import machine, read_jsonl, results_dir
-from benchmarks.harness.runs import Job, run_loop
-from benchmarks.harness.runs import parser as cli
+from benchmarks.harness.runs import Job, cli, run_loop
 from benchmarks.harness.timing import cpu_clock, interleaved, rotated, setup, sized_block
 from benchmarks.harness.train import train_run
 

@@ -18,7 +18,7 @@ from benchmarks.harness._sb import LossCache, SBLoader, keep_count
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import MODELS
 from benchmarks.harness.records import machine, results_dir, write_results
-from benchmarks.harness.runs import parser as cli
+from benchmarks.harness.runs import cli
 from benchmarks.harness.timing import interleaved, setup
 from benchmarks.harness.train import train_step
 

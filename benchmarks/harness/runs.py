@@ -22,7 +22,7 @@ from .records import append_jsonl, machine, read_jsonl
 from .suites import Suite
 from .timing import rotated
 
-__all__ = ["Job", "parser", "run_loop", "run_suite", "spawn", "worker"]
+__all__ = ["Job", "cli", "run_loop", "run_suite", "spawn", "worker"]
 
 Record = dict[str, Any]
 
@@ -74,7 +74,7 @@ def worker(text: str) -> tuple[int, int]:
     return index, count
 
 
-def parser(name: str, doc: str | None, *, out: Path | None = None, smoke: str = "", workers: bool = False,
+def cli(name: str, doc: str | None, *, out: Path | None = None, smoke: str = "", workers: bool = False,
            suite: bool = False) -> argparse.ArgumentParser:  # fmt: skip
     """A benchmark's command line (``python -m benchmarks <name>``, its module docstring as the help) with the
     options benchmarks share: ``--out`` (default ``out``), ``--suite`` (its folder inside ``--out``), ``--smoke`` (its

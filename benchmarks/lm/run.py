@@ -12,8 +12,7 @@ from dataclasses import replace
 
 from benchmarks.harness.lm_suite import SMOKE, SMOKE_ARMS, Plan, stage
 from benchmarks.harness.records import results_dir
-from benchmarks.harness.runs import parser as cli
-from benchmarks.harness.runs import spawn
+from benchmarks.harness.runs import cli, spawn
 
 RESULTS = results_dir("lm")
 

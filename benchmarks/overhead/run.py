@@ -20,7 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from benchmarks.harness.models import MODELS as FAMILIES
 from benchmarks.harness.records import machine, results_dir, write_results
-from benchmarks.harness.runs import parser as cli
+from benchmarks.harness.runs import cli
 from benchmarks.harness.timing import cpu_clock, interleaved, setup
 
 from .arms import all_arms

@@ -22,8 +22,7 @@ from benchmarks.harness._sb import LossCache, PruningSampler, with_index
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import RECIPES
 from benchmarks.harness.records import machine, read_jsonl, results_dir
-from benchmarks.harness.runs import parser as cli
-from benchmarks.harness.runs import run_suite
+from benchmarks.harness.runs import cli, run_suite
 from benchmarks.harness.suites import Suite
 from benchmarks.harness.timing import alternated, interleaved, sized_block
 

@@ -22,7 +22,7 @@ from benchmarks.harness.cost import calibrate, costs_from, loader_batch_fe, sb_s
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import MODELS, RECIPES
 from benchmarks.harness.records import machine, results_dir, write_results
-from benchmarks.harness.runs import parser as cli
+from benchmarks.harness.runs import cli
 from benchmarks.harness.timing import cpu_clock, interleaved, rotated, setup
 from benchmarks.harness.train import endless_steps
 

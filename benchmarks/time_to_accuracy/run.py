@@ -13,8 +13,7 @@ import torch
 
 from benchmarks.harness import suites as _suites
 from benchmarks.harness.records import results_dir
-from benchmarks.harness.runs import parser as cli
-from benchmarks.harness.runs import run_suite
+from benchmarks.harness.runs import cli, run_suite
 
 from . import report
 
