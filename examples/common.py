@@ -1,4 +1,5 @@
-"""Data and models shared by the examples and the benchmarks: MNIST-1D, generated offline, and three small models."""
+"""Data and models the examples share: MNIST-1D, generated offline, and three small models (the benchmarks keep their
+own copy in benchmarks/harness/)."""
 
 from __future__ import annotations
 

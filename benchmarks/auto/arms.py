@@ -1,4 +1,4 @@
-"""Arms of the "does selection pay?" benchmark (``benchmarks/auto.py``): plain recipes and selection, as data.
+"""Arms of the "does selection pay?" benchmark (``benchmarks/auto/run.py``): plain recipes and selection, as data.
 
 Every selection arm here uses the shrink layout (each SB batch trains ``ceil(keep * B)`` of its ``B``) and is always
 on; importance-sampling arms train on the weighted mean (``return_weights=True``), so their gradient is an unbiased
@@ -17,15 +17,12 @@ import torch.nn.functional as F
 
 from benchmarks.harness._sb import Auto, CostTable, SBLoader, Schedule, auto_decisions, trial_order
 from benchmarks.harness.arms import OwnRecipe, Probe
-from benchmarks.harness.data import ShuffledBatches
+from benchmarks.harness.data import ShuffledBatches, inputs_targets
 from benchmarks.harness.models import MODELS, RECIPES
+from benchmarks.harness.train import train_step
 
 DECISIONS_KEPT = 100_000  # decisions kept by the auto arms: the whole run, for the decisions plot
 ONCE = 10**12  # Auto(every=ONCE): the first trial's verdict holds to the end of any run
-
-
-def _inputs_targets(batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    return batch[0], batch[1]  # a third field (the clean labels of a noisy run) rides along, unscored
 
 
 class Weighted:
@@ -94,7 +91,7 @@ class SelectArm(OwnRecipe):
             schedule = Schedule(start=start, end=end, interrupt=0, total_steps=total)
         loader = SBLoader(
             source, model, F.cross_entropy, keep=keep, policy=self.policy, score=self.score,
-            return_weights=self.weighted, generator=seed, nan_policy="keep", split=_inputs_targets, schedule=schedule,
+            return_weights=self.weighted, generator=seed, nan_policy="keep", split=inputs_targets, schedule=schedule,
         )  # fmt: skip
         probe = Probe(len(source), loader)
         if self.weighted:
@@ -200,13 +197,8 @@ class Stepper:
         if batch is None:
             self.batches = iter(self.source)
             batch = next(self.batches)
-        self.model.train()
         if self.weighted:  # the weighted mean, as the importance-sampling arms train
             (x, y), weights = batch
-            loss = (weights * F.cross_entropy(self.model(x), y, reduction="none")).sum()
+            train_step(self.model, self.optimizer, (x, y, weights * len(weights)), weights=lambda b: b[-1])
         else:
-            x, y = batch
-            loss = F.cross_entropy(self.model(x), y)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+            train_step(self.model, self.optimizer, batch)

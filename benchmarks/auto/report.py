@@ -1,5 +1,6 @@
-"""The reading of ``benchmarks/auto.py``: per suite, seconds to the user's and the tuned recipe's accuracy, accuracy at
-equal seconds, the controller's predicted against its measured speed-up, the issue's targets, and the decisions plot.
+"""The reading of ``benchmarks/auto/run.py``: per suite, seconds to the user's and the tuned recipe's accuracy,
+accuracy at equal seconds, the controller's predicted against its measured speed-up, the issue's targets, and the
+decisions plot.
 
 Targets (seed means; "seconds to A" is where a run's test curve first reaches A, interpolated between its 8
 evaluations; a seed that never reaches it makes the arm "not reached"):
@@ -16,12 +17,12 @@ evaluations; a seed that never reaches it makes the arm "not reached"):
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.plots import pyplot
 from benchmarks.harness.records import read_jsonl, write_results
 from benchmarks.harness.stats import at_cost, curve, mean, sd, seconds_to
 
@@ -269,13 +270,9 @@ def table(summary: dict[str, Any]) -> str:
 
 def plot_decisions(out: Path, records: dict[str, list[dict[str, Any]]]) -> Path | None:
     """The controller's tau, predicted speed-up and on/off over training, per suite (seeds overlaid)."""
-    if importlib.util.find_spec("matplotlib") is None:
+    plt = pyplot()
+    if plt is None:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     suites = [name for name in records if any("auto" in r for r in records[name])]
     if not suites:
         return None

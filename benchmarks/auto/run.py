@@ -1,34 +1,14 @@
 """Does selection pay? ``keep="auto"``, importance sampling and the fixed arms against the user's and the tuned recipe.
 
-Exact commands (from the repository root; the recorded run's time is in benchmarks/README.md):
-
-    python -m benchmarks auto all --jobs 2            # every suite, 3 seeds, the timing check, the report
-    python -m benchmarks auto run cnn100k [--worker I/N]   # one suite (cnn100k, mlp100k, noisy100k)
-    python -m benchmarks auto timing                  # cheap when off: auto (off, probes included) vs a plain loop
-    python -m benchmarks auto lm [--jobs 2]           # the LM suite's arms (harness/lm_suite.py, tuned recipe reused)
-    python -m benchmarks auto lm --arms baseline,auto --worker 0/1 --out benchmarks/results/auto/trials
-                                                      # keep="auto"'s trials against the baseline (issue 28)
-    python -m benchmarks auto report                  # tables, targets, plot -> benchmarks/results/auto/report
-    python -m benchmarks auto all --smoke --jobs 1 --out /tmp/auto   # seconds; what CI runs
-
-Suites (MNIST-1D, generated offline): ``cnn100k`` (the ConvNet, 100,000 samples, 8 epochs), ``mlp100k`` (the MLP,
-16 epochs), ``noisy100k`` (the ConvNet with 20% of the training labels flipped). Arms (``arms.py``): the
-user's recipe (batch 256), the tuned baseline (the pruning benchmark's tuned batch and LR), top-k and random at
-keep 0.25, importance sampling by loss and by gradient norm at keep 0.25 (weighted, unbiased), and ``keep="auto"``
-twice: on importance sampling by gradient norm (weighted; the estimate's own model) and as it comes (``auto-topk``:
-top-k on the loss, every option at its default). Every arm trains the suite's epochs; runs are
-interleaved (per seed, every arm in turn, rotating), appended to ``<out>/<suite>/runs.jsonl`` as they end (a rerun
-continues), and timed in this thread's CPU seconds (two benchmark processes share the two cores; wall seconds of a
-run moved by 15-40% with what ran beside it), with torch on one thread and the allocator pinned (``harness/timing.py``).
+Stages: ``all`` (every suite, the timing check, the LM arms, the report), ``run SUITE``, ``timing``, ``lm``, ``report``;
+``--out`` is the record's folder (its suites inside, the report in ``report/``). Commands, suites, arms and records:
+``benchmarks/auto/README.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -40,7 +20,8 @@ from benchmarks.harness._sb import Auto
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import RECIPES
 from benchmarks.harness.records import machine, results_dir, write_results
-from benchmarks.harness.runs import Job, run_loop
+from benchmarks.harness.runs import Job, cli, run_loop, spawn
+from benchmarks.harness.runs import worker as worker_of
 from benchmarks.harness.suites import RECIPE_SUITES
 from benchmarks.harness.timing import alternated, cpu_clock, interleaved, rotated, setup
 from benchmarks.harness.train import train_run
@@ -49,7 +30,7 @@ from .arms import BLOCK, NEVER, OFF, ROUNDS, WARMUP, SelectArm, Stepper, ablatio
 from .report import SUITES as REPORTED  # 'all' runs what report.py reads; noisy30-100k by 'run' only
 from .report import report
 
-RESULTS = results_dir("auto")
+RESULTS = results_dir("auto") / "main"
 SUITES = RECIPE_SUITES  # name: (samples, family, label noise, epochs)
 TUNED = {  # the pruning benchmark's tuned recipes (benchmarks/results/pruning/*/tuned.json; noisy reuses the ConvNet's)
     "cnn": {"batch": 64, "lr": 6e-3},
@@ -146,35 +127,17 @@ def run_lm(
         lm_suite.stage("run", plan, folder, worker or (0, 1))
         return
     common = ["--out", str(out), *(["--arms", ",".join(only)] if only else [])]
-    procs = [
-        subprocess.Popen([sys.executable, "-m", "benchmarks", "auto", "lm", "--worker", f"{i}/{jobs}", *common])
-        for i in range(jobs)
-    ]
-    if any(proc.wait() for proc in procs):
-        raise SystemExit("benchmarks auto lm: a worker failed")
-
-
-def spawn(stages: list[list[str]], jobs: int, common: list[str]) -> None:
-    """Run each stage in ``jobs`` worker processes of this benchmark side by side; raise if one fails."""
-    for stage in stages:
-        procs = [
-            subprocess.Popen([sys.executable, "-m", "benchmarks", "auto", *stage, "--worker", f"{i}/{jobs}", *common])
-            for i in range(jobs)
-        ]
-        codes = [proc.wait() for proc in procs]
-        if any(codes):
-            raise SystemExit(f"benchmarks auto {' '.join(stage)}: a worker failed (exit codes {codes})")
+    spawn("auto", ["lm"], jobs, common)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run a stage of the auto benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks auto", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cli("auto", __doc__, smoke="2,000 samples, 2 epochs, one seed")
     parser.add_argument("stage", choices=["all", "run", "timing", "lm", "report"])
     parser.add_argument("suite", nargs="?", choices=sorted(SUITES), help="the suite ('run' only)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default benchmarks/results/auto)")
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 2 epochs, one seed")
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS, help="the record's folder (default benchmarks/results/auto/main)"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="worker processes for 'all' (default 2)")
     parser.add_argument("--arms", help="'run' and 'lm': comma-separated arm names to run (default: every arm)")
     parser.add_argument("--worker", help="I/N: run every N-th run from the I-th (default 0/1; 'lm': its N workers)")
@@ -184,11 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.evals < 1:
         parser.error(f"--evals must be an int >= 1, got {args.evals}")
-    worker = None if args.worker is None else tuple(int(v) for v in args.worker.split("/"))
+    worker = None if args.worker is None else worker_of(args.worker)
     common = ["--out", str(args.out), "--evals", str(args.evals), *(["--smoke"] if args.smoke else [])]
     if args.stage == "all":
         started = time.time()
-        spawn([["run", name] for name in REPORTED], args.jobs, common)
+        for name in REPORTED:
+            spawn("auto", ["run", name], args.jobs, common)
         main(["timing", *common])
         run_lm(args.out, args.jobs, args.smoke)
         report(args.out, wall_seconds=time.time() - started)

@@ -1,14 +1,12 @@
 """Tables of the ``keep="auto"`` trials measurement (MNIST-1D suites: user, topk-0.25, random-0.25, auto-topk; and
 the controls and ablations of ``MEASURE_FIRST_ARMS`` where a record has them).
 
-Regenerate (from the repository root): ``python -m benchmarks.auto.trials_table [--results DIR] [--prefix P]``
-(defaults ``benchmarks/results/auto`` and ``trials``; the second defaults' record: ``--prefix settle48``). Reads
-``<results>/<P>-<suite>/runs.jsonl`` (the MNIST-1D suites and ``lm``, the runs' folders as ``python -m benchmarks
-auto run|lm ... --out OUT`` leaves them as ``OUT/<suite>``, moved into the one results layout) and the ``meta`` of
-``<results>/<P>/summary.json`` (the commands, date, load averages and the written reading, kept on a rerun; its
-``auto``, where given, the ``Auto`` settings the record was made with, for the plot, ``settle_is_window`` for the
-first defaults' sizing), writes ``<results>/<P>/table.md``,
-``summary.json`` and ``decisions.png``.
+Regenerate: ``python -m benchmarks.auto.trials_table [--results DIR] [--prefix P]`` (defaults
+``benchmarks/results/auto`` and ``trials``). Reads the record ``<results>/<P>/``: ``<suite>/runs.jsonl`` (the
+MNIST-1D suites and ``lm``, as ``python -m benchmarks auto run|lm ... --out <results>/<P>`` writes them),
+``long-<suite>/runs.jsonl`` (the long-window ablation) and the ``meta`` of ``report/summary.json`` (commands, date,
+load and the written reading, kept on a rerun; its ``auto``, where given, the ``Auto`` settings the record was made
+with, for the plot); writes ``report/{table.md,summary.json,decisions.png}``.
 
 Per seed: final accuracy, thread CPU seconds, seconds to the same seed's user final accuracy (first crossing of the
 run's test curve, linear between its evaluations (8 before the ``evals32`` record, 32 since): ``report.py``'s
@@ -22,7 +20,6 @@ and its mean speed-up at least 0.95.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -30,12 +27,13 @@ from typing import Any
 
 from benchmarks.auto.arms import FIRST_VERDICTS, plain_before_verdict
 from benchmarks.harness._sb import Auto
+from benchmarks.harness.plots import pyplot
 from benchmarks.harness.records import read_jsonl
 from benchmarks.harness.stats import curve, mean, reach, sd, seconds_to
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "auto"
 SUITES = ("mlp100k", "cnn100k", "noisy100k", "noisy30-100k")
-LONG_SUITES = ("mlp100k", "cnn100k", "noisy100k")  # the long-window ablation's own runs: trials-long-<suite>
+LONG_SUITES = ("mlp100k", "cnn100k", "noisy100k")  # the long-window ablation's own runs: <P>/long-<suite>
 NOISY = ("noisy100k", "noisy30-100k")  # where auto must never lose
 LM_ARMS = ("baseline", "auto")
 FIRST_ARMS = tuple(f"topk-0.25-after-{n}" for n in FIRST_VERDICTS)  # whole batches for n batches, then top-k
@@ -43,7 +41,7 @@ ARMS = ("user", "small-64", "topk-0.25", "random-0.25", "topk-0.25-after-trial",
         *FIRST_ARMS, "auto-topk", "auto-topk-once", "auto-topk-start-on", "auto-topk-long",
         "auto-topk-long-window")  # fmt: skip
 AUTO_ARMS = ("auto-topk", "auto-topk-once", "auto-topk-start-on")  # the main record's keep="auto" arms
-LONG_ARMS = ("auto-topk-long", "auto-topk-long-window")  # the long-window ablation's (trials-long-<suite>)
+LONG_ARMS = ("auto-topk-long", "auto-topk-long-window")  # the long-window ablation's (<P>/long-<suite>)
 ALL_AUTO = AUTO_ARMS + LONG_ARMS
 CAPTURE = 0.87  # auto's speed-up at least this share of top-k 0.25's (mlp100k, cnn100k)
 NO_LOSS = 0.95  # auto's speed-up at least this on the flipped-label suites (NOISY)
@@ -205,8 +203,8 @@ LONG_TEXT = (
     "128 batches (1,024; the default's is 12 windows of 32, 384), to outlast more of the switch's transient; "
     "`auto-topk-long-window`, `window=64, settle=16`, 8 windows of 80 (640): is it the longer average or the longer "
     "settling that matters? Does a longer trial capture top-k's win, and still stay off where selection loses? Each "
-    "suite's runs are its own (`trials-long-<suite>`): the user's recipe and top-k 0.25 beside the ablation, one "
-    "process; the flipped-label suite at 30% has both arms in `trials-noisy30-100k`."
+    "suite's runs are its own (`trials/long-<suite>`): the user's recipe and top-k 0.25 beside the ablation, one "
+    "process; the flipped-label suite at 30% has both arms in `trials/noisy30-100k`."
 )
 
 
@@ -417,13 +415,9 @@ def plot_trials(
     ``settle_is_window``: the sizing of the first defaults (the ``trials`` record), whose settling part was sized as
     the window."""
     settings = Auto() if settings is None else settings
-    if importlib.util.find_spec("matplotlib") is None:
+    plt = pyplot()
+    if plt is None:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     panels = {name: [r for r in runs if r.get("auto")] for name, runs in runs_by_suite.items()}
     panels = {name: runs for name, runs in panels.items() if runs}
     if not panels:
@@ -466,24 +460,26 @@ def plot_trials(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=RESULTS)
-    parser.add_argument("--prefix", default="trials", help="the record's folders: PREFIX-<suite>, the table in PREFIX")
+    parser.add_argument(
+        "--prefix", default="trials", help="the record: its suites in PREFIX/<suite>, the table in PREFIX/report"
+    )
     args = parser.parse_args(argv)
     prefix = args.prefix
-    suites = {name: read_jsonl(args.results / f"{prefix}-{name}" / "runs.jsonl") for name in SUITES}
+    suites = {name: read_jsonl(args.results / prefix / name / "runs.jsonl") for name in SUITES}
     summary: dict[str, Any] = {"suites": {n: summarize(r) for n, r in suites.items() if r}}
     summary["evals"] = "/".join(str(n) for n in sorted({len(r["curve"]) for runs in suites.values() for r in runs}))
     summary["targets"] = [
         t for n, suite in summary["suites"].items() for arm in ALL_AUTO for t in targets(n, suite, arm)
     ]
-    long = {name: read_jsonl(args.results / f"{prefix}-long-{name}" / "runs.jsonl") for name in LONG_SUITES}
+    long = {name: read_jsonl(args.results / prefix / f"long-{name}" / "runs.jsonl") for name in LONG_SUITES}
     summary["long"] = {name: summarize(runs) for name, runs in long.items() if runs}
     summary["long_targets"] = [
         t for n, suite in summary["long"].items() for arm in LONG_ARMS for t in targets(n, suite, arm)
     ]
-    lm_path = args.results / f"{prefix}-lm" / "runs.jsonl"
+    lm_path = args.results / prefix / "lm" / "runs.jsonl"
     lm_runs = read_jsonl(lm_path)  # none where the record has no LM runs
     summary["lm"] = lm_summary(lm_runs) if lm_path.exists() else {}
-    out = args.results / prefix
+    out = args.results / prefix / "report"
     out.mkdir(parents=True, exist_ok=True)
     previous = out / "summary.json"
     meta = json.loads(previous.read_text()).get("meta", {}) if previous.exists() else {}

@@ -1,29 +1,18 @@
 """Seconds of whole cached runs against fresh scoring, interleaved epoch by epoch: what a LossCache saves in time.
 
-Four arms of the benchmark recipe (``harness.models.RECIPES``; top-k keep 0.25 on shrunk batches, always on) train side
-by side: scoring fresh on every step, a ``LossCache(staleness=2)``, the same cache fed by ``observe()``, and that
-with ``refresh="scored"`` (observed losses replace cached values but only scoring resets a sample's age). Each
-repeat trains every arm for ``--epochs`` epochs from the same initial weights and data order, running one epoch of
-each arm in turn (the order rotating), so that a load change on a shared machine hits every arm alike. The clock
-is the thread's CPU time (torch on one thread; glibc's allocator pinned: ``harness/timing.py``). Reported per arm: the
-seconds of the whole run (median over repeats), its ratio to the fresh arm's and each observing arm's ratio to the
-cache without ``observe()`` (per repeat, then the median), scoring forwards, distinct scoring sizes and samples
-scored; and the cost model's prediction from the run's own mix of scoring sizes (``examples/costmodel.py``).
-
-    python -m benchmarks cache_timing                  # ConvNet, MNIST-1D 20k, 14 epochs, 3 repeats: a few minutes
-    python -m benchmarks cache_timing --smoke --out /tmp/cache   # seconds; what CI runs
+Four arms (top-k keep 0.25, shrunk batches: fresh scoring, ``LossCache(staleness=2)``, with ``observe()``, and with
+``refresh="scored"``) train from the same weights and data order, one epoch of each in turn, in thread CPU time; the
+calibrated cost model (``harness/cost.py``) predicts each run from its own scoring sizes. Commands and the record:
+``benchmarks/cache_timing/README.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from collections import Counter
-from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from benchmarks.harness._sb import BUCKETS, keep_count
 from benchmarks.harness.arms import Arm
@@ -31,8 +20,9 @@ from benchmarks.harness.cost import calibrate, sb_step_seconds
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import MODELS, RECIPES
 from benchmarks.harness.records import machine, results_dir, write_results
+from benchmarks.harness.runs import cli
 from benchmarks.harness.timing import cpu_clock, interleaved, setup
-from benchmarks.harness.train import one_cycle
+from benchmarks.harness.train import one_cycle, probed_step
 
 RESULTS = results_dir("cache_timing")
 ARMS = {
@@ -72,17 +62,10 @@ class Run:
         self.batches.set_epoch(self.epoch)
         started = cpu_clock()
         for batch in self.batches:
-            x, y = batch[0], batch[1]
             consumed = self.probe.consumed(self.steps)
             for group in self.optimizer.param_groups:
                 group["lr"] = one_cycle((consumed - 1) / self.total, self.recipe["lr"])
-            self.model.train()
-            losses = F.cross_entropy(self.model(x), y, reduction="none")
-            if self.probe.observe:
-                self.probe.loader.observe(batch, losses)
-            self.optimizer.zero_grad(set_to_none=True)
-            losses.mean().backward()
-            self.optimizer.step()
+            probed_step(self.model, self.optimizer, self.probe, batch)
             self.steps += 1
         self.seconds += cpu_clock() - started
         self.epoch += 1
@@ -181,18 +164,11 @@ def summarise(repeats: list[dict], predicted: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the cache_timing benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks cache_timing",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = cli("cache_timing", __doc__, out=RESULTS, smoke="2,000 samples, 4 epochs, 1 repeat", suite=True)
     parser.add_argument("--family", default="cnn", choices=list(RECIPES))
     parser.add_argument("--samples", type=int, default=20_000)
     parser.add_argument("--epochs", type=int, default=14)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--suite", default="main", help="the suite's folder inside --out (default main)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 4 epochs, 1 repeat")
     args = parser.parse_args(argv)
     if args.smoke:
         args.family, args.samples, args.epochs, args.repeats = "mlp", 2000, 4, 1

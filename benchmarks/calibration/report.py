@@ -5,8 +5,8 @@ pays. Predicted: ``advise`` on the live plain run (``run.py``) at its start and 
 "integrated" is the mean of those four points. Measured (recorded results, measured seconds only, never seconds
 priced by the cost model):
 
-- auto benchmark (``auto/<suite>/runs.jsonl``; this thread's CPU seconds): per seed, the user run's seconds over the
-  seconds at which the arm's test curve (8 evaluations, interpolated) first reaches that seed's user accuracy; the
+- auto benchmark (``auto/main/<suite>/runs.jsonl``; this thread's CPU seconds): per seed, the user run's seconds over
+  the seconds at which the arm's test curve (8 evaluations, interpolated) first reaches that seed's user accuracy; the
   mean as the auto report reads it: the user's mean seconds over the seconds at which the arms' seed-mean curve
   reaches the user's mean accuracy;
 - time-to-accuracy benchmark (``time_to_accuracy/<suite>/summary.json``): the inverse of its recorded "seconds to
@@ -164,7 +164,7 @@ def _verdict(row: dict[str, Any], measured: float | None) -> tuple[float | None,
 def suite_rows(name: str, predicted: dict[str, Any] | None, measured: Path) -> list[dict[str, Any]]:
     """Every fixed arm of the suite (auto's, then time-to-accuracy's small-batch control and selection arms)."""
     rows = []
-    auto = read_jsonl(measured / "auto" / name / "runs.jsonl")
+    auto = read_jsonl(measured / "auto" / "main" / name / "runs.jsonl")
     for arm in AUTO_FIXED:
         present = any(r["arm"] == arm for r in auto)
         got = auto_measured(auto, arm) if present else {"mean": None, "seeds": {}, "config": None}
@@ -394,7 +394,7 @@ def report(out: Path, measured: Path, wall_seconds: float | None = None) -> dict
         predicted = predictions(records)
         rows = suite_rows(name, predicted, measured)
         smoke = records[0]["samples"] != 100_000
-        auto = read_jsonl(measured / "auto" / name / "runs.jsonl")
+        auto = read_jsonl(measured / "auto" / "main" / name / "runs.jsonl")
         advised = recommendations(records, rows)
         summary = {"predicted": predicted, "rows": rows, "smoke": smoke, "recommendations": advised,
                    "fixed_costs": records[0].get("fixed_costs", False),

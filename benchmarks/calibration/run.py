@@ -1,28 +1,13 @@
 """Calibration: ``advise``'s predicted speed-up beside the measured speed-up of every fixed arm, per suite (issue 28).
 
-Exact commands (from the repository root; run alone, one process; the recorded run's time is in the README):
-
-    python -m benchmarks calibration all                # every suite, 3 seeds, then the report
-    python -m benchmarks calibration run cnn100k        # one suite (cnn100k, mlp100k, noisy100k)
-    python -m benchmarks calibration report             # tables -> benchmarks/results/calibration/
-    python -m benchmarks calibration all --smoke --fixed-costs --out /tmp/cal   # seconds; what CI runs
-    python -m benchmarks calibration trial mlp100k      # advise's branch trial along the run (trial.py)
-
-The predicted side: each suite's user recipe (the auto benchmark's suites, ``harness/suites.RECIPE_SUITES``; the
-plain arm, trained by ``harness/train.train_run`` through the one run loop) is trained per seed, and at the start
-and at 25%, 50% and 75% of the run ``advise`` is called on the live model (the user's optimizer factory, ``steps``
-loader batches of the training set in an order of its own, keeps 0.25 and 0.5, ``score="loss"`` and
-``score="gradnorm"``); its seconds are excluded from the run's. "Integrated along the run" is the mean of the four
-points. ``--fixed-costs`` passes a fixed cost table (``CostTable.forward_equivalents()``: a scored sample costs 1, a
-trained one 3) instead of timing, so the prediction is a known function of the measured spread (the smoke test).
-
-The measured side is read from the recorded results (``report.py``): the auto benchmark's fixed arms and the
-time-to-accuracy benchmark's small-batch control and selection arms of the matching suite, in measured seconds.
+Stages: ``all``, ``run SUITE``, ``report`` (the predicted side: ``advise`` called on the live plain run at its start,
+25, 50 and 75%; the measured side read from the auto and time-to-accuracy records), and ``trial SUITE`` /
+``trial-report`` (``advise``'s branch trial along the run: ``trial.py``). Commands and records:
+``benchmarks/calibration/README.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from dataclasses import asdict, replace
@@ -33,11 +18,11 @@ import torch.nn.functional as F
 
 from benchmarks.harness._sb import Candidates, Measurement, Training, advise
 from benchmarks.harness.arms import BASELINE
-from benchmarks.harness.branch_trials import FIXED, KEEPS, ORDER, POINTS, STEPS, inputs_targets
-from benchmarks.harness.data import ShuffledBatches, dataset
+from benchmarks.harness.branch_trials import FIXED, KEEPS, ORDER, POINTS, STEPS
+from benchmarks.harness.data import ShuffledBatches, dataset, inputs_targets
 from benchmarks.harness.models import RECIPES
 from benchmarks.harness.records import machine, results_dir
-from benchmarks.harness.runs import Job, run_loop
+from benchmarks.harness.runs import Job, cli, run_loop
 from benchmarks.harness.suites import RECIPE_SUITES
 from benchmarks.harness.timing import cpu_clock, setup
 from benchmarks.harness.train import train_run, user_optimizer
@@ -46,7 +31,7 @@ from .report import SUITES as REPORTED  # what 'all' runs and report.py reads
 from .report import report
 from .trial import run_trials, trial_report
 
-RESULTS = results_dir("calibration")
+RESULTS = results_dir("calibration") / "main"
 SUITES = RECIPE_SUITES  # name: (samples, family, label noise, epochs), as the auto benchmark trains them
 SEEDS = (0, 1, 2)
 SCORES = ("loss", "gradnorm")
@@ -129,32 +114,18 @@ def run_suite(name: str, out: Path, smoke: bool, fixed: bool, info: dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     """Run a stage of the calibration benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks calibration",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = cli("calibration", __doc__, smoke="2,000 samples, 2 epochs, one seed")
     parser.add_argument("stage", choices=["all", "run", "report", "trial", "trial-report"])
     parser.add_argument("suite", nargs="?", choices=sorted(SUITES), help="the suite ('run' and 'trial' only)")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="results folder (default results/calibration)",
-    )
+    out = "the record's folder (default results/calibration/main; the trial stages: results/calibration)"
+    parser.add_argument("--out", type=Path, help=out)
     measured = "the recorded results read (default benchmarks/results: auto/, time_to_accuracy/)"
-    parser.add_argument("--measured", type=Path, default=RESULTS.parent, help=measured)
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 2 epochs, one seed")
+    parser.add_argument("--measured", type=Path, default=RESULTS.parents[1], help=measured)
     parser.add_argument("--fixed-costs", action="store_true", help="advise prices with a fixed cost table (FE)")
-    parser.add_argument(
-        "--trial-steps",
-        type=int,
-        default=None,
-        help="trial stages: loader batches per option instead of advise's default (the length ablation)",
-    )
+    parser.add_argument("--trial-steps", type=int, help="trial stages: loader batches per option (the ablation)")
     args = parser.parse_args(argv)
     if args.stage in ("trial", "trial-report"):
-        out = args.out if args.out is not None else RESULTS
+        out = args.out if args.out is not None else RESULTS.parent
         if args.stage == "trial-report":
             trial_report(out, args.measured, args.trial_steps)
             return 0

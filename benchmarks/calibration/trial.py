@@ -1,16 +1,8 @@
 """``advise``'s branch trial along the user's run, against what the fixed arms measured over whole runs (issue 28,
 item 5: "advise gives the measured answer").
 
-Exact commands (from the repository root; run alone, one process; the recorded run's time is in the README):
-
-    python -m benchmarks calibration trial cnn100k      # and mlp100k, noisy100k, noisy30-100k
-    python -m benchmarks calibration trial-report       # -> benchmarks/results/calibration/trial-report/table.md
-    python -m benchmarks calibration trial mlp100k --smoke --fixed-costs --out /tmp/trial   # seconds (the test)
-    python -m benchmarks calibration trial mlp100k --trial-steps 128   # the length ablation: trial-128-<suite>/
-    python -m benchmarks calibration trial-report --trial-steps 128    # -> trial-128-report/table.md
-
-Folders (the results layout, ``<benchmark>/<suite>/``): ``trial-<suite>/`` per suite and ``trial-report/table.md``;
-with ``--trial-steps N``, ``trial-N-<suite>/`` and ``trial-N-report/``.
+Commands and records (``results/calibration/trial/<suite>/``; ``trial-N/`` with ``--trial-steps N``):
+``benchmarks/calibration/README.md``.
 
 Per suite and seed, the user's recipe (the plain arm, ``harness/train.train_run``) is trained, and at the start and
 at 25%, 50% and 75% of the run ``advise(..., optimizer=<the live optimizer>, trial_steps=TRIAL)`` is called on the
@@ -20,74 +12,50 @@ optimizer (moments and LR as they are), the options stepping in turn on each bat
 batches on a probe: the last ``PROBE_SAMPLES`` training samples, left out of the advisor's loader, so no branch trains
 on them (the user's run trains on them, under every branch alike; the noisy suites' probe labels are the flipped
 training labels, so its accuracy is at most about 80% / 70%). Its seconds are excluded from the run's. The measured
-side of the judgment is the auto benchmark's whole-run records (``results/auto/trials*/summary.json``: top-k and
+side of the judgment is the auto benchmark's whole-run records (``results/auto/trials/report/summary.json``: top-k and
 random at keep 0.25, to the user's accuracy) and, for the smaller batch, the calibration table's small-batch control.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.arms import BASELINE
-from benchmarks.harness.branch_trials import HEADER, KEEPS, POINTS, STEPS, TRIAL, named, suite_table, trialler
+from benchmarks.harness.branch_trials import HEADER, KEEPS, POINTS, STEPS, TRIAL, suite_table, trial_runs
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import RECIPES
-from benchmarks.harness.records import machine
-from benchmarks.harness.runs import Job, run_loop
 from benchmarks.harness.suites import RECIPE_SUITES
-from benchmarks.harness.timing import cpu_clock
-from benchmarks.harness.train import train_run
 
 SUITES = ("mlp100k", "cnn100k", "noisy100k", "noisy30-100k")
 SEEDS: tuple[int, ...] = (0, 1, 2)
 PROBE_SAMPLES = 2048  # the last training samples: the probe, held out of the advisor's loader
 SMOKE_SAMPLES, SMOKE_EPOCHS, SMOKE_SEEDS, SMOKE_TRIAL = 10_000, 2, (0,), 16  # --smoke: seconds
-WHOLE_RUN = "trials"  # results/auto/trials/summary.json: every suite's fixed arms (trials_table.py)
+WHOLE_RUN = "trials"  # results/auto/trials/report/report/summary.json: every suite's fixed arms (trials_table.py)
 
 
 def prefix(trial_steps: int | None) -> str:
-    """The results folders' prefix: ``trial-``, or ``trial-N-`` for the length ablation's ``--trial-steps N``."""
-    return "trial-" if trial_steps is None else f"trial-{trial_steps}-"
+    """The record's folder: ``trial``, or ``trial-N`` for the length ablation's ``--trial-steps N``."""
+    return "trial" if trial_steps is None else f"trial-{trial_steps}"
 
 
 def run_trials(
     name: str, out: Path, smoke: bool, fixed: bool, info: dict[str, Any], trial_steps: int | None = None
 ) -> None:
     """The plain run of suite ``name`` per seed with a branch trial at ``POINTS``; appended to
-    ``out/<prefix><name>/runs.jsonl`` (a rerun continues). ``trial_steps``: the trial's length instead of ``TRIAL``
+    ``out/<prefix>/<name>/runs.jsonl`` (a rerun continues). ``trial_steps``: the trial's length instead of ``TRIAL``
     (the length ablation)."""
     samples, family, noise, epochs = RECIPE_SUITES[name]
     seeds, trial = SEEDS, TRIAL if trial_steps is None else trial_steps
     if smoke:
         samples, epochs, seeds, trial = SMOKE_SAMPLES, SMOKE_EPOCHS, SMOKE_SEEDS, SMOKE_TRIAL
-    folder = out / f"{prefix(trial_steps)}{name}"
-    folder.mkdir(parents=True, exist_ok=True)
-    data = dataset(samples, noise=noise)
-    user = replace(BASELINE, name="user")
-
-    def job(seed: int) -> Job:
-        def run() -> dict[str, Any]:
-            fields = data.fields()[:2]  # inputs and (possibly flipped) training labels
-            inspect = trialler(fields, int(RECIPES[family]["batch"]), seed, fixed=fixed, trial=trial,
-                               probe_samples=PROBE_SAMPLES)  # fmt: skip
-            record = train_run(data, user, family=family, epochs=epochs, seed=seed, evals=8, clock=cpu_clock,
-                               inspect=inspect, inspect_at=POINTS)  # fmt: skip
-            record.update(suite=name, samples=samples, noise=noise, fixed_costs=fixed, time=time.time())
-            return record
-
-        return Job(("user", seed), run)
-
-    def line(r: dict[str, Any]) -> None:
-        said = "; ".join(f"{i['at']:.2f}: {named(i['recommendation'])}" for i in r["inspections"])
-        print(f"{name} seed={r['seed']} acc={r['accuracy']:.4f} {said}")
-
-    run_loop((job(seed) for seed in seeds), folder / "runs.jsonl", lambda r: (r["arm"], r["seed"]), log=line)
-    settings = {"points": POINTS, "keeps": KEEPS, "steps": STEPS, "trial": trial, "fixed_costs": fixed}
-    (folder / "machine.json").write_text(json.dumps({**machine(), "suite": name, **info, **settings}, indent=2))
+    settings = {**info, "points": POINTS, "keeps": KEEPS, "steps": STEPS, "trial": trial, "fixed_costs": fixed}
+    trial_runs(out / prefix(trial_steps) / name, name, dataset(samples, noise=noise), replace(BASELINE, name="user"),
+               seeds, batch=int(RECIPES[family]["batch"]), trial=trial, fixed=fixed, probe_samples=PROBE_SAMPLES,
+               points=POINTS, settings=settings, record={"samples": samples, "noise": noise, "fixed_costs": fixed},
+               family=family, epochs=epochs)  # fmt: skip
 
 
 def _whole_run(measured: Path, name: str) -> dict[str, tuple[float | None, int, int]]:
@@ -95,14 +63,14 @@ def _whole_run(measured: Path, name: str) -> dict[str, tuple[float | None, int, 
     curve) and the small-batch control (the calibration table's measured mean of raw whole runs, where the suite has
     one); each (speed-up, seeds that reached the user's accuracy, seeds)."""
     out: dict[str, tuple[float | None, int, int]] = {}
-    path = measured / "auto" / WHOLE_RUN / "summary.json"
+    path = measured / "auto" / WHOLE_RUN / "report" / "summary.json"
     if path.exists():
         arms = json.loads(path.read_text())["suites"].get(name, {}).get("arms", {})
         for arm in ("topk-0.25", "random-0.25"):
             if arm in arms:
                 got = arms[arm]
                 out[arm] = (got.get("speedup_mean_curve"), got.get("reached", 0), len(got.get("seeds", [])))
-    path = measured / "calibration" / name / "summary.json"
+    path = measured / "calibration" / "main" / name / "summary.json"
     if path.exists():
         for row in json.loads(path.read_text())["rows"]:
             if row["arm"] == "baseline-small-batch" and row["measured_seeds"]:
@@ -112,16 +80,16 @@ def _whole_run(measured: Path, name: str) -> dict[str, tuple[float | None, int, 
 
 
 def trial_report(out: Path, measured: Path, trial_steps: int | None = None) -> str:
-    """``out/<prefix>report/table.md``: per suite and point, the seed-mean measured speed-up of each option in the
+    """``out/<prefix>/report/table.md``: per suite and point, the seed-mean measured speed-up of each option in the
     branch trial, the options recommended, and the whole-run measurement beside; returns the text."""
     lines = ["# `advise`'s branch trial along the user's run (issue 28)", "", HEADER, ""]
     for name in SUITES:
-        path = out / f"{prefix(trial_steps)}{name}" / "runs.jsonl"
+        path = out / prefix(trial_steps) / name / "runs.jsonl"
         if path.exists():
             records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
             lines += suite_table(name, records, _whole_run(measured, name))
     text = "\n".join(lines)
-    folder = out / f"{prefix(trial_steps)}report"
+    folder = out / prefix(trial_steps) / "report"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "table.md").write_text(text)
     print(text)

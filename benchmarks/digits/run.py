@@ -1,28 +1,11 @@
 """A suite nobody tuned on: scikit-learn's 8x8 digits, a small CNN, the user's recipe against selection and auto.
 
-Exact commands (from the repository root, with ``pip install -e ".[bench]"``, which brings scikit-learn):
-
-    python -m benchmarks digits                       # 3 seeds, every arm, the report -> results/digits/main
-    python -m benchmarks digits --seeds 0,1,2,3,4     # 5 seeds (a rerun continues: recorded runs are kept)
-    python -m benchmarks digits report                # the table again from the recorded runs
-    python -m benchmarks digits --smoke --out /tmp/digits   # seconds; what CI runs (tests/benchmarks/test_digits.py)
-    python -m benchmarks digits trial                 # advise's branch trial along the user's run (trial.py)
-
-The suite (``arms.py``): ``load_digits`` (1,797 images, offline) scaled to [0, 1], a stratified 80/20 split
-(``random_state=0``), a small CNN with BatchNorm and dropout, batch 128, AdamW (lr 1e-3 constant, default weight
-decay), 25 epochs (12 loader batches an epoch, 300 in all); ``torch.manual_seed(seed)`` before the model and the
-loader are built, the loader shuffling with a generator seeded by the seed and the epoch. Arms: the user's recipe,
-top-k at keep 0.25 and 0.5, random at 0.25, plain training at batch 32 (the small-batch control) and
-``keep="auto"`` with every default, each selection arm through ``SBLoader(train_loader, model, F.cross_entropy,
-keep=..., policy=...)``. Test accuracy is evaluated 50 times a run (evenly in loader progress; evaluations are not
-timed); seconds are this thread's CPU seconds of training alone (another benchmark may share the machine), torch on
-one thread and the allocator pinned (``harness/timing.py``). Runs go through the harness's one run loop (per seed,
-every arm in turn, rotating), each appended to ``<out>/runs.jsonl`` as it ends.
+Stages: ``all`` (default), ``run``, ``report``, ``trial``, ``trial-report``. The suite and its arms: ``arms.py``;
+commands and records: ``benchmarks/digits/README.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -31,7 +14,7 @@ from pathlib import Path
 
 from benchmarks.harness.branch_trials import TRIAL
 from benchmarks.harness.records import machine, results_dir
-from benchmarks.harness.runs import Job, run_loop
+from benchmarks.harness.runs import Job, cli, run_loop
 from benchmarks.harness.timing import cpu_clock, rotated, setup
 from benchmarks.harness.train import constant, train_run
 
@@ -75,18 +58,10 @@ def run(out: Path, seeds: tuple[int, ...], epochs: int, evals: int, info: dict) 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the digits suite and/or its report (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks digits", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cli("digits", __doc__, smoke="2 epochs, 8 evaluations, seeds 0 and 1")
     parser.add_argument("stage", nargs="?", default="all", choices=["all", "run", "report", "trial", "trial-report"])
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="results folder (default results/digits/main; trial stages results/digits/trial)",
-    )
+    parser.add_argument("--out", type=Path, help="results folder (default results/digits/main; trial stages: trial)")
     parser.add_argument("--seeds", help="comma-separated seeds (default 0,1,2)")
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2 epochs, 8 evaluations, seeds 0 and 1")
     args = parser.parse_args(argv)
     if args.stage in ("trial", "trial-report"):
         from . import trial

@@ -1,11 +1,7 @@
 """``advise``'s branch trial on the suite nobody tuned on (issue 28): the user's digits recipe, with ``advise`` called
 on the live model and optimizer at the start and at a quarter of the run, against the suite's whole-run arms.
 
-Exact commands (from the repository root; run alone):
-
-    python -m benchmarks digits trial                  # 3 seeds -> results/digits/trial/{runs.jsonl,machine.json}
-    python -m benchmarks digits trial-report           # -> results/digits/trial/table.md
-    python -m benchmarks digits trial --smoke --out /tmp/digits-trial   # seconds (the test; fixed cost table)
+Commands and the record (``results/digits/trial/``): ``benchmarks/digits/README.md``.
 
 The run is the suite's ``user`` arm (``arms.py``: batch 128, AdamW at a constant 1e-3, 25 epochs of the 1,437
 training images). At the start and at 25% of it, ``advise(..., optimizer=<the live AdamW>)`` with its default trial
@@ -20,15 +16,12 @@ user's accuracy, per seed).
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.branch_trials import HEADER, named, suite_table, trialler
-from benchmarks.harness.records import machine, results_dir
-from benchmarks.harness.runs import Job, run_loop
-from benchmarks.harness.train import constant, train_run
+from benchmarks.harness.branch_trials import HEADER, suite_table, trial_runs
+from benchmarks.harness.records import results_dir
+from benchmarks.harness.train import constant
 
 from .arms import RECIPE, DigitsArm, digits, model
 
@@ -41,31 +34,11 @@ SMOKE_EPOCHS, SMOKE_SEEDS, SMOKE_TRIAL = 2, (0,), 16
 
 def run_trial(out: Path, seeds: tuple[int, ...], epochs: int, trial: int, fixed: bool, info: dict[str, Any]) -> None:
     """The user's run per seed with ``advise``'s branch trial at :data:`POINTS`; appended to ``out/runs.jsonl``."""
+    settings = {**info, "points": POINTS, "trial": trial, "probe_samples": PROBE_SAMPLES, "fixed_costs": fixed}
     data = digits()
-    fields = data.fields()[:2]
-    user = DigitsArm("user")
-
-    def job(seed: int) -> Job:
-        def train() -> dict[str, Any]:
-            inspect = trialler(fields, int(RECIPE["batch"]), seed, fixed=fixed, trial=trial,
-                               probe_samples=PROBE_SAMPLES)  # fmt: skip
-            record = train_run(
-                data, user, family="digits", epochs=epochs, seed=seed, evals=8, clock=time.thread_time,
-                schedule=constant, build_model=model, recipe=RECIPE, inspect=inspect, inspect_at=POINTS,
-            )  # fmt: skip
-            record.update(suite="digits", samples=len(data.y_train), time=time.time(), load=os.getloadavg())
-            return record
-
-        return Job(("user", seed), train)
-
-    def line(r: dict[str, Any]) -> None:
-        said = "; ".join(f"{i['at']:.2f}: {named(i['recommendation'])}" for i in r["inspections"])
-        print(f"digits seed={r['seed']} acc={r['accuracy']:.4f} {said}", flush=True)
-
-    out.mkdir(parents=True, exist_ok=True)
-    run_loop((job(seed) for seed in seeds), out / "runs.jsonl", lambda r: (r["arm"], r["seed"]), log=line)
-    settings = {"points": POINTS, "trial": trial, "probe_samples": PROBE_SAMPLES, "fixed_costs": fixed}
-    (out / "machine.json").write_text(json.dumps({**machine(), **info, "suite": "digits", **settings}, indent=2))
+    trial_runs(out, "digits", data, DigitsArm("user"), seeds, batch=int(RECIPE["batch"]), trial=trial, fixed=fixed,
+               probe_samples=PROBE_SAMPLES, points=POINTS, settings=settings, record={"samples": len(data.y_train)},
+               family="digits", epochs=epochs, schedule=constant, build_model=model, recipe=RECIPE)  # fmt: skip
 
 
 def whole_run(main: Path) -> dict[str, tuple[float | None, int, int]]:

@@ -12,19 +12,14 @@ import torch.nn.functional as F
 
 from benchmarks.harness._sb import LossCache, PruningSampler, SBLoader, auto_decisions
 from benchmarks.harness.arms import OwnRecipe, Probe, SamplerObserver
-from benchmarks.harness.data import ShuffledBatches
+from benchmarks.harness.data import ShuffledBatches, inputs_targets
 from benchmarks.harness.models import MODELS
 from benchmarks.harness.pruned import NoScoring, PrunedBatches, PruneProbe
 from benchmarks.harness.train import endless_steps as steps
-from benchmarks.harness.train import train_step
 
 from .data import Mix
 
 STALENESS = 2  # the warm cache's
-
-
-def _inputs_targets(batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    return batch[0], batch[1]  # the last field (ids) is carried along for the cache
 
 
 @dataclass(frozen=True)
@@ -81,7 +76,7 @@ class BudgetArm(OwnRecipe):
             pruning = NoScoring(source, sampler, None, full)
             pruning.loader = SamplerObserver(sampler)  # type: ignore[assignment]
             return source, pruning
-        options: dict[str, Any] = {"keep": self.keep, "generator": seed, "split": _inputs_targets}
+        options: dict[str, Any] = {"keep": self.keep, "generator": seed, "split": inputs_targets}
         if self.policy != "default":
             options["policy"] = self.policy
         if cache is not None:
@@ -103,7 +98,7 @@ class BudgetArm(OwnRecipe):
 
 def endless_steps(arm: BudgetArm, data: Mix, family: str, *, pretrained: bool, seed: int = 0, prefill: bool = False):
     """Endless training steps of ``arm`` (the step timing's blocks): the run's own batches and step
-    (``harness.train.train_step``), epoch after epoch, at a small fixed LR, from the seed's pretrained model or a
+    (``harness.train.probed_step``), epoch after epoch, at a small fixed LR, from the seed's pretrained model or a
     fresh one. With ``prefill``, one epoch runs before the first step is yielded (a warm cache then knows every
     sample)."""
     torch.manual_seed(seed)
@@ -112,10 +107,4 @@ def endless_steps(arm: BudgetArm, data: Mix, family: str, *, pretrained: bool, s
         model.load_state_dict(data.pretrained(seed)["model"])
     optimizer = torch.optim.AdamW(model.parameters(), lr=arm.lr / 25)
     batches, probe = arm.build(model, data, family=family, batch=arm.batch, epochs=10**6, seed=seed)
-    epoch = 0
-    if prefill:
-        batches.set_epoch(epoch)
-        for batch in batches:
-            train_step(model, optimizer, probe, batch)
-        epoch += 1
-    return steps(model, optimizer, probe, batches, epoch)
+    return steps(model, optimizer, probe, batches, prefill=prefill)

@@ -33,9 +33,8 @@ import torch
 
 from benchmarks.harness._sb import LossCache
 from benchmarks.harness.data import NOISE_SEED, Data, ShuffledBatches, flip_labels, mnist1d
-from benchmarks.harness.models import MODELS, RECIPES
-from benchmarks.harness.train import train_epochs
-from examples.common import accuracy
+from benchmarks.harness.models import MODELS, RECIPES, accuracy
+from benchmarks.harness.train import fit, user_optimizer
 
 PRETRAIN_EPOCHS = 10
 
@@ -152,12 +151,7 @@ def pretrain(data: Mix, seed: int, family: str, epochs: int = PRETRAIN_EPOCHS) -
     n = len(data.y_pre)
     cache = LossCache(size=n)
     batches = ShuffledBatches((data.x_pre, data.y_pre, torch.arange(n)), int(RECIPES[family]["batch"]), 1000 + seed)
-    train_epochs(
-        model,
-        batches,
-        epochs,
-        RECIPES[family],
-        observe=lambda batch, losses, epoch: cache.observe(batch[-1], losses, epoch),
-    )
+    observe = lambda batch, losses, epoch: cache.observe(batch[-1], losses, epoch)  # noqa: E731
+    fit(model, user_optimizer(RECIPES[family])(model), batches, epochs, RECIPES[family]["lr"], observe=observe)
     return {"model": model.state_dict(), "cache": cache.state_dict(), "seed": seed, "epochs": epochs,
             **{f"pretrained_{k}": v for k, v in domains(model, data).items()}}  # fmt: skip

@@ -46,7 +46,7 @@ from benchmarks.harness.lm import ByteLM, chunks_of, stdlib_files, validation_lo
 from benchmarks.harness.lm_arms import ADAPTER, SequenceBatches, sequence_losses, split_batch
 from benchmarks.harness.lm_train import make_optimizer
 from benchmarks.harness.timing import cpu_clock
-from benchmarks.harness.train import one_cycle
+from benchmarks.harness.train import endless, fit, one_cycle, train_step
 
 from .arms import BudgetArm
 from .data import load_pretrained
@@ -175,27 +175,6 @@ def domains(model: torch.nn.Module, data: LMMix) -> dict[str, float]:
     }
 
 
-def _fit(model: torch.nn.Module, batches: SequenceBatches, epochs: int, lr: float, observe: Any = None) -> int:
-    """Plain training outside the timed runs (pretraining, the irreducible model): AdamW, the LR one-cycle over
-    ``epochs`` of ``batches`` by step, ``observe(ids, losses, epoch)`` given each batch's detached losses; returns
-    the steps taken."""
-    optimizer = make_optimizer(model, lr)
-    total, step = epochs * len(batches), 0
-    for epoch in range(epochs):
-        batches.set_epoch(epoch)
-        for batch in batches:
-            for group in optimizer.param_groups:
-                group["lr"] = one_cycle(step / total, lr)
-            step += 1
-            losses = sequence_losses(model, batch)
-            if observe is not None:
-                observe(batch["ids"], losses.detach(), epoch)
-            optimizer.zero_grad(set_to_none=True)
-            losses.mean().backward()
-            optimizer.step()
-    return step
-
-
 def pretrain_lm(data: LMMix, seed: int) -> dict[str, Any]:
     """Pretrain the seed's ByteLM on the pretraining set (a dense cache observing the training step's losses); the
     states to save and the pretrained model's nats per byte."""
@@ -203,7 +182,11 @@ def pretrain_lm(data: LMMix, seed: int) -> dict[str, Any]:
     model = ByteLM()
     epochs = data.sizes.pretrain_epochs
     cache = LossCache(size=len(data.pre))
-    _fit(model, SequenceBatches(data.pre, PRETRAIN_BATCH, 1000 + seed), epochs, PRETRAIN_LR, observe=cache.observe)
+    batches = SequenceBatches(data.pre, PRETRAIN_BATCH, 1000 + seed)
+    observe = lambda batch, losses, epoch: cache.observe(batch["ids"], losses, epoch)  # noqa: E731
+    fit(
+        model, make_optimizer(model, PRETRAIN_LR), batches, epochs, PRETRAIN_LR, losses=sequence_losses, observe=observe
+    )
     return {"model": model.state_dict(), "cache": cache.state_dict(), "seed": seed, "epochs": epochs,
             **{f"pretrained_{k}": v for k, v in domains(model, data).items()}}  # fmt: skip
 
@@ -215,7 +198,8 @@ def irreducible_losses(data: LMMix, seed: int, lr: float) -> tuple[torch.Tensor,
     with torch.random.fork_rng():
         torch.manual_seed(30_000 + seed)
         model = data.pretrained_model(seed)
-        total = _fit(model, SequenceBatches(data.holdout, PRETRAIN_BATCH, 30_000 + seed), 1, lr)
+        batches = SequenceBatches(data.holdout, PRETRAIN_BATCH, 30_000 + seed)
+        total = fit(model, make_optimizer(model, lr), batches, 1, lr, losses=sequence_losses)
         model.eval()
         with torch.no_grad():
             losses = [sequence_losses(model, {"input_ids": chunk.long()})
@@ -266,15 +250,9 @@ class _Run:
                 self.observer = self.sb
 
     def step(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: dict[str, torch.Tensor]) -> None:
-        """One training step: the mean per-sequence loss (weighted by the pruning sampler), observed where asked."""
-        model.train()
-        losses = sequence_losses(model, batch)
-        if self.observer is not None:
-            self.observer.observe(batch, losses.detach())
-        loss = losses.mean() if self.weights is None else (self.weights(batch) * losses).mean()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        """One training step (the harness's): weighted by the pruning sampler, observed where asked."""
+        observe = None if self.observer is None else self.observer.observe
+        train_step(model, optimizer, batch, losses=sequence_losses, observe=observe, weights=self.weights)
 
     def counts(self) -> dict[str, Any]:
         if self.sb is None:
@@ -325,18 +303,7 @@ def endless_lm_steps(arm: BudgetArm, data: LMMix, *, seed: int = 0, prefill: boo
     model = data.pretrained_model(seed)
     optimizer = make_optimizer(model, arm.lr / 25)
     run = _Run(arm, model, data, epochs=10**6, seed=seed)
-    epoch = 0
-    if prefill:
-        run.loader.set_epoch(epoch)
-        for batch in run.loader:
-            run.step(model, optimizer, batch)
-        epoch += 1
-    while True:
-        run.loader.set_epoch(epoch)
-        for batch in run.loader:
-            run.step(model, optimizer, batch)
-            yield
-        epoch += 1
+    return endless(run.loader, lambda batch: run.step(model, optimizer, batch), prefill=prefill)
 
 
 def endless_lm_scoring(data: LMMix, batch: int, *, seed: int = 0):

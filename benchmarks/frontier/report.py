@@ -1,12 +1,8 @@
 """A frontier suite's report: priced seconds, the budget-matched tuned frontier, every family's ratio per budget,
 the limit, the targets, and the plot.
 
-**Priced seconds.** A run's seconds are its loader batches at the seconds per batch of its step kind (``timing.json``,
-interleaved): plain training at its batch; plain training on a pruned epoch (``prune``); a fresh selection step of
-its policy, keep and batch (plus the reducible arm's up-front training steps, at plain steps' seconds, and its one
-no-grad pass over the mix, at the ``score`` kind's); a warm-cache step interpolated between the all-reused and the
-all-scored warm step by the run's measured share of scored samples. ``keep="auto"`` is priced as the plain run of
-its batch, LR and epochs times the ratio of their CPU seconds, both measured in one job.
+**Priced seconds**: ``harness.cost.frontier_run_seconds`` (each run's loader batches at its step kind's interleaved
+seconds).
 
 **The frontier.** ``plain`` at batch x LR x epochs, every run annealed over its own budget. Points are seed means.
 At a budget X (a share of the user's recipe's priced seconds), the frontier's accuracy ``F(X)`` is the best seed-mean
@@ -30,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.cost import frontier_limits, frontier_run_seconds
+from benchmarks.harness.plots import pyplot
 from benchmarks.harness.records import write_results
 
 from .arms import STALENESS
@@ -90,29 +88,6 @@ NATS = Metric("nats", False, "nats per byte", "nats/byte")
 
 def metric_of(suite: Suite) -> Metric:
     return NATS if suite.domain == "lm" else ACCURACY
-
-
-def price(record: dict[str, Any], kinds: dict[str, dict[str, float]], samples: int) -> float:
-    """A run's priced seconds (see the module docstring); ``samples``: the mix's size."""
-    cfg = record["config"]
-    t = {name: kind["seconds_per_batch"] for name, kind in kinds.items()}
-    batch, steps = cfg["batch"], record["steps"]
-    if cfg["keep"] == "auto":
-        plain_batches = record["epochs"] * math.ceil(samples / batch)
-        return plain_batches * t[f"plain b={batch}"] * record["cpu_seconds"] / record["paired_plain_cpu_seconds"]
-    if cfg["policy"] is None:
-        return steps * t[f"prune b={batch}" if cfg["prune"] is not None else f"plain b={batch}"]
-    if not cfg["warm"]:  # plus any up-front work (the reducible arm's irreducible model), priced as plain steps
-        upfront = 0.0  # and scoring batches; a timing without those kinds raises rather than pricing them at 0
-        if record.get("upfront_steps"):
-            upfront += record["upfront_steps"] * t[f"plain b={batch}"]
-        if record.get("upfront_scored"):
-            upfront += math.ceil(record["upfront_scored"] / batch) * t[f"score b={batch}"]
-        return steps * t[f"{cfg['policy']} keep={cfg['keep']} b={batch}"] + upfront
-    sb = record["sb"]
-    share = sb["samples_scored"] / max(1, sb["samples_seen"])
-    reused, scored = t[f"warm-reused keep={cfg['keep']} b={batch}"], t[f"warm-scored keep={cfg['keep']} b={batch}"]
-    return steps * (reused + share * (scored - reused))
 
 
 def configurations(
@@ -185,35 +160,6 @@ def ratios(points: dict[str, list[dict[str, Any]]], budgets: list[float], metric
     return out
 
 
-def limits(kinds: dict[str, dict[str, float]], sizes: Sizes | LMSizes | None, batch: int = 256) -> dict[str, Any]:
-    """What an epoch can cost at best, in plain epochs at the user's ``batch`` (from the step timing): in a continued
-    suite, training only the new samples and scoring nothing (``ideal``); fresh scoring at each keep; the warm cache at
-    each keep (known samples rescored once every ``staleness + 1`` epochs); and the per-sample seconds they come
-    from."""
-    t = {name: kind["seconds_per_batch"] for name, kind in kinds.items()}
-    b = batch
-    plain = t[f"plain b={b}"]
-    out: dict[str, Any] = {}
-    if sizes is not None:
-        out.update(new_share=sizes.new / sizes.mix, known_share=sizes.known)
-        out["ideal"] = sizes.new / sizes.mix  # train the new samples once an epoch, score nothing
-    for keep in (0.25, 0.5):
-        fresh, reused, scored = (t.get(f"topk keep={keep} b={b}"), t.get(f"warm-reused keep={keep} b={b}"),
-                                 t.get(f"warm-scored keep={keep} b={b}"))  # fmt: skip
-        if fresh is not None:
-            out[f"fresh keep={keep}"] = fresh / plain
-        if reused is not None and scored is not None:
-            out[f"warm keep={keep}"] = (reused + (scored - reused) / (STALENESS + 1)) / plain
-            out[f"warm keep={keep}, nothing scored"] = reused / plain
-    low, high = f"topk keep=0.25 b={b}", f"topk keep=0.5 b={b}"
-    if low in t and high in t:
-        per_trained = (t[high] - t[low]) / (0.25 * b)
-        out["train_seconds_per_sample"] = per_trained
-        out["score_seconds_per_sample"] = (t[low] - math.ceil(0.25 * b) * per_trained) / b
-        out["plain_seconds_per_sample"] = plain / b
-    return out
-
-
 def _fmt(value: float | None, spec: str = ".2f", none: str = "never") -> str:
     return none if value is None else format(value, spec)
 
@@ -242,7 +188,7 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
     metric = metric_of(suite)
     key = metric.key
     for r in records:
-        r["seconds"] = price(r, kinds, samples)
+        r["seconds"] = frontier_run_seconds(r, kinds, samples)
     seeds = sorted({r["seed"] for r in records})
     points = configurations(records, metric=metric)
     recipe = suite.recipe
@@ -254,7 +200,7 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
     budgets = [f * ref["seconds"] for f in BUDGETS]
     mean_ratios = ratios(points, budgets, metric)
     per_seed = {s: ratios(configurations(records, s, metric), budgets, metric) for s in seeds}
-    limit = limits(kinds, sizes, recipe["batch"])
+    limit = frontier_limits(kinds, sizes, STALENESS, recipe["batch"])
     families = list(points)
     per_epoch = {}
     plain_epoch = ref["seconds"] / ref["epochs"]
@@ -428,11 +374,7 @@ def plot(points: dict[str, list[dict[str, Any]]], budgets: list[float], path: Pa
          metric: Metric = ACCURACY) -> None:  # fmt: skip
     """The mix test metric against priced seconds: every family's envelope (its best within each cost), the frontier
     in black, the budgets dotted."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 5.5))
     for index, (family, pts) in enumerate(points.items()):
         pts = sorted(pts, key=lambda p: p["seconds"])

@@ -1,37 +1,13 @@
 """Selection against the budget-matched tuned frontier: continued training on data the model mostly knows, and from
 scratch (issue 30).
 
-Exact commands (from the repository root; SUITE is ``continued``, ``continued-lm``, ``scratch-cnn``,
-``scratch-noisy`` or ``scratch-mlp``):
-
-    python -m benchmarks frontier pretrain continued   # the pretrained model and cache of every seed (not timed)
-    python -m benchmarks frontier pretrain continued-lm
-    python -m benchmarks frontier run SUITE --worker 0/2 & python -m benchmarks frontier run SUITE --worker 1/2; wait
-    python -m benchmarks frontier timing SUITE         # interleaved step timing, alone: the seconds runs are priced at
-    python -m benchmarks frontier report SUITE         # frontier, ratios per budget, the limit, targets, the plot
-    python -m benchmarks frontier all continued --smoke --out /tmp/frontier   # every stage in seconds (CI's)
-    python -m benchmarks frontier trial continued-lm     # advise's branch trial on the LM (trial.py): into
-    python -m benchmarks frontier trial-report continued-lm   # results/frontier/continued-lm-trial/
-
-The suites (``suites.py``, ``data.py``): ``continued``, a ConvNet pretrained on 8,000 MNIST-1D samples and continued
-on a 15,000-sample mix (the 8,000 again, 4,000 fresh of the same domain, 3,000 of a time-reversed domain), test
-accuracy on the mix (80/20), on the new domain alone and on the old (forgetting); ``scratch-cnn`` and
-``scratch-mlp``, the ConvNet and the MLP trained from scratch on MNIST-1D 20k. The user's recipe: batch 256, AdamW,
-the family's LR, one-cycle, the suite's reference epochs. ``continued-lm`` (:mod:`.lm`): the ByteLM pretrained on
-the standard library's code and continued on a mix of that code (replayed and fresh) and Python's documentation
-text, in nats per byte (recipe: batch 16, AdamW 2e-3, one-cycle, 4 epochs).
-
-Every run is annealed over its own budget (epochs). Plain training at batch {64, 128, 256} x LR {1/3, 1, 2}x the
-recipe's x the suite's epochs is the frontier; every selection family gets the same LRs (fresh top-k also batch 128).
-Seconds are *priced* (``report.py``): each run's loader batches at the seconds per batch of its step kind, measured
-side by side by ``timing`` (runs that share the cores corrupt each other's seconds, so the runs themselves may run two
-at a time); ``keep="auto"``'s seconds are the plain run's priced seconds times the ratio of auto's CPU seconds to a
-plain run's of the same batch, LR and epochs, both timed in one job. Each run also records its thread CPU seconds.
+Stages: ``pretrain``, ``run`` (``--worker I/N``), ``timing`` (the interleaved step timing every run is priced at),
+``report``, ``all``; ``trial`` and ``trial-report`` on ``continued-lm``. The suites: ``suites.py``, ``data.py``,
+``lm.py``; commands and records: ``benchmarks/frontier/README.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -45,7 +21,7 @@ import torch
 
 from benchmarks.harness.models import MODELS
 from benchmarks.harness.records import machine, read_jsonl, results_dir
-from benchmarks.harness.runs import Job, run_loop
+from benchmarks.harness.runs import Job, cli, run_loop
 from benchmarks.harness.timing import cpu_clock, interleaved, rotated, setup, sized_block
 from benchmarks.harness.train import train_run
 
@@ -183,15 +159,11 @@ def timing(data: Any, suite: Suite, out: Path, smoke: bool) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run a stage of the frontier benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks frontier", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cli("frontier", __doc__, smoke="2,000 samples, one seed, tiny grids", workers=True)
     parser.add_argument("stage", choices=["pretrain", "run", "timing", "report", "all", "trial", "trial-report"])
     parser.add_argument("suite", choices=sorted(SUITES))
     parser.add_argument("--out", type=Path, help="results folder (default results/frontier/SUITE)")
     parser.add_argument("--seeds", help="comma-separated seeds (default 0,1,2)")
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, one seed, tiny grids")
-    parser.add_argument("--worker", default="0/1", help="I/N: run every N-th run from the I-th (parallel processes)")
     parser.add_argument("--trial-steps", type=int, help="trial: loader batches per option (default 256; smoke 16)")
     args = parser.parse_args(argv)
     if args.stage.startswith("trial") and SUITES[args.suite].domain != "lm":
@@ -205,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds: tuple[int, ...] = (0,) if args.smoke else SEEDS
     if args.seeds:
         seeds = tuple(int(s) for s in args.seeds.split(","))
-    worker = tuple(int(v) for v in args.worker.split("/"))
+    worker = args.worker
     data: Mix | LMMix
     if suite.domain == "lm":
         sizes = SMOKE_LM_SIZES if args.smoke else LMSizes()

@@ -1,12 +1,7 @@
 """``advise``'s branch trial on the continued language model (issue 28: "never loses", on a language model), against
 the suite's whole runs.
 
-Exact commands (from the repository root; run alone, after the suite's ``run`` and ``timing`` stages):
-
-    python -m benchmarks frontier trial continued-lm          # 3 seeds -> results/frontier/continued-lm-trial/
-    python -m benchmarks frontier trial-report continued-lm   # -> results/frontier/continued-lm-trial/table.md
-    python -m benchmarks frontier trial continued-lm --smoke --out /tmp/flm   # seconds (the test; fixed cost table;
-                                                                               # its records in /tmp/flm/trial/)
+Commands and the record: ``benchmarks/frontier/README.md`` (``continued-lm-trial``).
 
 The user's run: the seed's pretrained ByteLM continued with the suite's recipe (batch 16, AdamW 2e-3, one-cycle over 4
 epochs of the mix). After its first epoch (a quarter of the run, the LR near its peak), ``advise(loader, model,
@@ -32,6 +27,7 @@ import torch
 
 from benchmarks.harness._sb import Candidates, CostTable, Measurement, Training, advise, causal_lm
 from benchmarks.harness.branch_trials import agrees, named, times
+from benchmarks.harness.cost import frontier_run_seconds
 from benchmarks.harness.lm_arms import SequenceBatches
 from benchmarks.harness.lm_train import make_optimizer
 from benchmarks.harness.records import machine, read_jsonl
@@ -39,7 +35,6 @@ from benchmarks.harness.runs import Job, run_loop
 
 from .arms import BudgetArm
 from .lm import LMMix, _Run, train_epochs
-from .report import price
 from .suites import Suite
 
 AT_EPOCH = 1  # advise is called after this many epochs of the user's run
@@ -133,8 +128,8 @@ def whole_runs(records: list[dict[str, Any]], kinds: dict[str, Any], suite: Suit
             if not user or not runs:
                 continue
             counted += 1
-            target, seconds = user[0]["nats_mix"], price(user[0], kinds, samples)
-            hits = [price(r, kinds, samples) for r in runs if r["nats_mix"] <= target + 1e-12]
+            target, seconds = user[0]["nats_mix"], frontier_run_seconds(user[0], kinds, samples)
+            hits = [frontier_run_seconds(r, kinds, samples) for r in runs if r["nats_mix"] <= target + 1e-12]
             if hits:
                 reached += 1
                 speeds.append(seconds / min(hits))

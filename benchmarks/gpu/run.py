@@ -1,31 +1,15 @@
 """GPU seconds per epoch, and the check that an SB step never synchronises: one command, under 8 minutes.
 
-For the benchmark ConvNet (``examples/common.py``, width 32) and a wider one (width 256), at loader batches of 256
-and 1024, on MNIST-1D held on the GPU, four arms train side by side, one epoch of each in turn (the order
-rotating), each epoch timed wall-clock between two ``torch.cuda.synchronize()``:
-
-- ``baseline``: every sample at batch B;
-- ``small-batch``: every sample at batch ``ceil(keep * B)`` (the control SB must beat);
-- ``sb-topk``: ``SBLoader`` top-k, keep 0.25, fresh scoring on every step;
-- ``sb-cache-observe``: the same with ``LossCache(staleness=2)`` fed by ``observe()``.
-
-Then the sync check: for top-k, rank, random and the cached arm (dense and keyed), two epochs with every SB step
-(``next(loader)`` and ``observe``) run under ``torch.cuda.set_sync_debug_mode("error")``: a synchronising CUDA call
-inside sbdata raises. The epoch's last ``next`` runs outside it (the end of an epoch reads the non-finite flags
-still in flight, one synchronisation per epoch by design). Batches carry their sample ids as pinned CPU tensors, as
-a ``DataLoader(pin_memory=True)`` gives them.
-
-    python -m benchmarks gpu                      # writes benchmarks/results/gpu/main/{summary.json,table.md}
-    python -m benchmarks gpu --smoke --out /tmp/gpu   # seconds, on the CPU if no GPU (what CI runs)
+Four arms (baseline, small batch, fresh top-k, the cache with ``observe()``) train one epoch each in turn, each timed
+wall-clock between two ``torch.cuda.synchronize()``; then every SB step of top-k, rank, random and the cached arm runs
+under ``torch.cuda.set_sync_debug_mode("error")``. Commands: ``benchmarks/gpu/README.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -34,7 +18,9 @@ from benchmarks.harness._sb import LossCache, SBLoader, keep_count
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import MODELS
 from benchmarks.harness.records import machine, results_dir, write_results
+from benchmarks.harness.runs import cli
 from benchmarks.harness.timing import interleaved, setup
+from benchmarks.harness.train import train_step
 
 RESULTS = results_dir("gpu")
 KEEP = 0.25
@@ -82,13 +68,7 @@ class Arm:
         synchronize(device)
         started = time.perf_counter()
         for batch in self.loader:
-            x, y = batch[0], batch[1]
-            losses = F.cross_entropy(self.model(x), y, reduction="none")
-            if self.observe:
-                self.loader.observe(batch, losses)
-            self.optimizer.zero_grad(set_to_none=True)
-            losses.mean().backward()
-            self.optimizer.step()
+            train_step(self.model, self.optimizer, batch, observe=self.loader.observe if self.observe else None)
         synchronize(device)
         self.seconds.append(time.perf_counter() - started)
 
@@ -177,16 +157,11 @@ def table(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the gpu benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks gpu", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cli("gpu", __doc__, out=RESULTS, smoke="2,000 samples, width 8, batch 64", suite=True)
     parser.add_argument("--samples", type=int, default=20_000, help="MNIST-1D samples, 80%% train (default 20000)")
     parser.add_argument("--epochs", type=int, default=6, help="timed epochs per arm (default 6)")
     parser.add_argument("--widths", type=int, nargs="*", default=[32, 256])
     parser.add_argument("--batches", type=int, nargs="*", default=[256, 1024])
-    parser.add_argument("--suite", default="main", help="the suite's folder inside --out (default main)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, width 8, batch 64")
     args = parser.parse_args(argv)
     if args.smoke:
         args.samples, args.epochs, args.widths, args.batches = 2000, 1, [8], [64]

@@ -23,13 +23,10 @@ import torch
 import torch.nn.functional as F
 
 from ._sb import HistoryPercentile, LossCache, PruningSampler, ReducibleSelect, SBLoader, Schedule, keep_count
-from .data import ShuffledBatches
+from .cost import upfront_fe
+from .data import ShuffledBatches, inputs_targets
 from .models import MODELS, RECIPES
-from .train import train_epochs
-
-
-def _inputs_targets(batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    return batch[0], batch[1]  # a third field (the clean labels of a noisy run) is carried along, not scored
+from .train import fit, user_optimizer
 
 
 @dataclass
@@ -164,7 +161,7 @@ class Arm:
             batch_size=batch if self.pooled else None,
             generator=seed,
             nan_policy="keep",
-            split=_inputs_targets,
+            split=inputs_targets,
             **cached,
         )
         observe = self.observe and self.staleness is not None
@@ -178,9 +175,16 @@ class Arm:
         with torch.random.fork_rng():
             torch.manual_seed(20_000 + seed)
             model = MODELS[family]()
-            train_epochs(model, ShuffledBatches(split.fields(held), batch, seed), self.il_epochs, RECIPES[family])
+            optimizer = user_optimizer(RECIPES[family])(model)
+            fit(
+                model,
+                optimizer,
+                ShuffledBatches(split.fields(held), batch, seed),
+                self.il_epochs,
+                RECIPES[family]["lr"],
+            )
         model.eval()
-        upfront = 3.0 * self.il_epochs * len(held)
+        upfront = upfront_fe(1.0, self.il_epochs, len(held))
         return split.fields(rest), model, upfront
 
 

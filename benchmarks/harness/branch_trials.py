@@ -11,15 +11,18 @@ advisor's order, the fixed cost table, the split) are also the calibration bench
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch.nn.functional as F
 
 from benchmarks.harness._sb import Candidates, CostTable, Measurement, Training, advise
-from benchmarks.harness.data import ShuffledBatches
+from benchmarks.harness.data import ShuffledBatches, inputs_targets
 
 POINTS = (0.0, 0.25, 0.5, 0.75)  # shares of the run at which advise is called
 EARLY = (0.0, 0.25)  # the points a whole run's record speaks for: a run that selects from (about) its start
@@ -28,11 +31,6 @@ STEPS = 16  # timed loader batches before the trial (advise's priced part)
 TRIAL = 1024  # loader batches per option (advise's default)
 ORDER = 7_919  # the advisor reads the training set in an order of its own
 FIXED = CostTable.forward_equivalents()  # --fixed-costs: a scored sample costs 1, a trained one 3
-
-
-def inputs_targets(batch: tuple[Any, ...]) -> tuple[Any, Any]:
-    """The advisor's split: inputs and labels (a noisy run's third field, the clean labels, is never scored)."""
-    return batch[0], batch[1]
 
 
 def trialler(
@@ -71,6 +69,48 @@ def trialler(
                 "advise_seconds": time.perf_counter() - started}  # fmt: skip
 
     return inspect
+
+
+def trial_runs(
+    out: Path,
+    name: str,
+    data: Any,
+    user: Any,
+    seeds: tuple[int, ...],
+    *,
+    batch: int,
+    trial: int,
+    fixed: bool,
+    probe_samples: int,
+    points: tuple[float, ...],
+    settings: dict[str, Any],
+    record: dict[str, Any],
+    **run: Any,
+) -> None:
+    """The user's run of suite ``name`` per seed (``train_run`` with ``run``'s options, thread CPU seconds) with
+    ``advise``'s branch trial at ``points`` (:func:`trialler` on the training set's first two fields), appended to
+    ``out/runs.jsonl`` by the run loop (a rerun continues), each record with ``record``'s fields; ``out/machine.json``
+    with ``settings``."""
+    from .records import machine
+    from .runs import Job, run_loop
+    from .train import train_run
+
+    def job(seed: int) -> Job:
+        def train() -> dict[str, Any]:
+            inspect = trialler(data.fields()[:2], batch, seed, fixed=fixed, trial=trial, probe_samples=probe_samples)
+            got = train_run(data, user, seed=seed, evals=8, clock=time.thread_time, inspect=inspect, inspect_at=points,
+                            **run)  # fmt: skip
+            return {**got, "suite": name, **record, "time": time.time(), "load": os.getloadavg()}
+
+        return Job(("user", seed), train)
+
+    def line(r: dict[str, Any]) -> None:
+        said = "; ".join(f"{i['at']:.2f}: {named(i['recommendation'])}" for i in r["inspections"])
+        print(f"{name} seed={r['seed']} acc={r['accuracy']:.4f} {said}", flush=True)
+
+    out.mkdir(parents=True, exist_ok=True)
+    run_loop((job(seed) for seed in seeds), out / "runs.jsonl", lambda r: (r["arm"], r["seed"]), log=line)
+    (out / "machine.json").write_text(json.dumps({**machine(), "suite": name, **settings}, indent=2))
 
 
 def named(recommendation: str) -> str:

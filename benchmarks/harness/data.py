@@ -6,28 +6,14 @@ The language-model benchmark's byte corpus is in :mod:`benchmarks.harness.lm`.
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from examples.common import Split, load_mnist1d
-
 CACHE = Path(__file__).resolve().parents[1] / ".cache"
-
-
-def mnist1d(num_samples: int, cache: Path | None = CACHE) -> Split:
-    """MNIST-1D (80/20 split) from ``examples/common.load_mnist1d``, cached as ``.npz`` (generation takes ~24 s)."""
-    path = None if cache is None else cache / f"mnist1d_{num_samples}_seed42.npz"
-    if path is not None and path.exists():
-        with np.load(path) as z:
-            return Split(*(torch.from_numpy(z[k]) for k in ("x_train", "y_train", "x_test", "y_test")))
-    split = load_mnist1d(num_samples)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(path, **{k: getattr(split, k).numpy() for k in ("x_train", "y_train", "x_test", "y_test")})
-    return split
 
 
 def flip_labels(y: torch.Tensor, fraction: float, seed: int, classes: int = 10) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,16 +41,50 @@ class Data:
         return out if index is None else tuple(t[index] for t in out)
 
 
+FIELDS = ("x_train", "y_train", "x_test", "y_test")
+
+
+def mnist1d(num_samples: int, cache: Path | None = CACHE) -> Data:
+    """MNIST-1D (80/20 split, the ``mnist1d`` package's generator at seed 42), cached as ``.npz`` (generation takes
+    ~24 s). The package reseeds Python's and numpy's global RNGs; their states are restored."""
+    path = None if cache is None else cache / f"mnist1d_{num_samples}_seed42.npz"
+    if path is not None and path.exists():
+        with np.load(path) as z:
+            return Data(*(torch.from_numpy(z[k]) for k in FIELDS))
+    from mnist1d.data import get_dataset_args, make_dataset
+
+    args = get_dataset_args()
+    args.num_samples, args.seed = num_samples, 42
+    states = random.getstate(), np.random.get_state()
+    try:
+        made = make_dataset(args)
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+    x = {k: torch.from_numpy(np.asarray(made[k], dtype=np.float32)).unsqueeze(1) for k in ("x", "x_test")}
+    y = {k: torch.from_numpy(np.asarray(made[k], dtype=np.int64)) for k in ("y", "y_test")}
+    split = Data(x["x"], y["y"], x["x_test"], y["y_test"])
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, **{k: getattr(split, k).numpy() for k in FIELDS})
+    return split
+
+
+def inputs_targets(batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """sbdata's ``split=`` for the benchmarks' tuple batches: inputs and labels; the fields after them (a noisy run's
+    clean labels, a cache's ids) ride along unscored."""
+    return batch[0], batch[1]
+
+
 NOISE_SEED = 123  # the flipped labels' pattern: the same for every benchmark, arm and seed
 
 
 def dataset(num_samples: int, noise: float = 0.0, noise_seed: int = NOISE_SEED, cache: Path | None = CACHE) -> Data:
     """MNIST-1D, with ``noise`` of the training labels flipped (a fixed pattern, the same for every arm and seed)."""
-    split = mnist1d(num_samples, cache)
-    data = Data(split.x_train, split.y_train, split.x_test, split.y_test)
+    data = mnist1d(num_samples, cache)
     if noise:
-        data.y_train, _ = flip_labels(split.y_train, noise, noise_seed)
-        data.y_clean = split.y_train
+        data.y_clean = data.y_train
+        data.y_train, _ = flip_labels(data.y_train, noise, noise_seed)
     return data
 
 

@@ -32,11 +32,12 @@ def split_batch(batch: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor]
     return {"input_ids": batch["input_ids"]}, batch["input_ids"]
 
 
-def sequence_losses(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Per-sequence training losses (B,), through the same adapter hooks the scoring pass uses."""
+def sequence_losses(model: torch.nn.Module, batch: dict[str, torch.Tensor], reduction: str = "none") -> torch.Tensor:
+    """Per-sequence training losses (B,) (their mean with ``reduction="mean"``), through the same adapter hooks the
+    scoring pass uses."""
     inputs, labels = split_batch(batch)
-    logits = ADAPTER["forward"](model, inputs)
-    return ADAPTER["reduce"](ADAPTER["loss_fn"](logits, labels), labels)
+    losses = ADAPTER["reduce"](ADAPTER["loss_fn"](ADAPTER["forward"](model, inputs), labels), labels)
+    return losses.mean() if reduction == "mean" else losses
 
 
 class SequenceBatches:

@@ -20,11 +20,11 @@ from typing import Any
 import torch
 
 from ._sb import auto_decisions, has_auto
-from .cost import priced
+from .cost import priced, upfront_fe
 from .lm import ByteLM, validation_loss
 from .lm_arms import LMArm, SequenceBatches, sequence_losses
 from .timing import cpu_clock
-from .train import one_cycle
+from .train import fit, one_cycle, train_step
 
 WEIGHT_DECAY = 0.01
 IRREDUCIBLE = {"width": 64, "layers": 1, "heads": 2}  # the small model that estimates irreducible losses
@@ -47,19 +47,9 @@ def train_irreducible(holdout: torch.Tensor, sequences: int, seed: int) -> tuple
         data = holdout[torch.randperm(len(holdout))[:sequences]]
         batches = SequenceBatches(data, IRREDUCIBLE_RECIPE["batch"], seed)
         optimizer = make_optimizer(model, IRREDUCIBLE_RECIPE["lr"])
-        total, step = IRREDUCIBLE_RECIPE["epochs"] * len(batches), 0
-        for epoch in range(IRREDUCIBLE_RECIPE["epochs"]):
-            batches.set_epoch(epoch)
-            for batch in batches:
-                for group in optimizer.param_groups:
-                    group["lr"] = one_cycle(step / total, IRREDUCIBLE_RECIPE["lr"])
-                step += 1
-                loss = sequence_losses(model, batch).mean()
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
+        fit(model, optimizer, batches, IRREDUCIBLE_RECIPE["epochs"], IRREDUCIBLE_RECIPE["lr"], losses=sequence_losses)
     model.eval()
-    fe = 3.0 * relative_cost(model) * IRREDUCIBLE_RECIPE["epochs"] * len(data)
+    fe = upfront_fe(relative_cost(model), IRREDUCIBLE_RECIPE["epochs"], len(data))
     return model, fe, cpu_clock() - started
 
 
@@ -137,15 +127,9 @@ def train_run(
         for data in loader:
             for group in optimizer.param_groups:
                 group["lr"] = one_cycle(min(1.0, progress()), lr)
-            model.train()
-            losses = sequence_losses(model, data)
-            if observer is not None:
-                observer.observe(data, losses)
-            loss = losses.mean() if weights is None else (weights(data) * losses).mean()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            trained += len(losses)
+            observe = None if observer is None else observer.observe
+            train_step(model, optimizer, data, losses=sequence_losses, observe=observe, weights=weights)
+            trained += len(data["input_ids"])
             noisy_trained += int(noisy[data["ids"]].sum())
             steps += 1
             now = progress()

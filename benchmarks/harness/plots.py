@@ -24,6 +24,21 @@ CACHE_COLORS = {"1": "tab:olive", "2": "tab:red", "4": "tab:purple"}
 COLORS = ("tab:olive", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:blue", "tab:orange", "tab:green")
 
 
+def pyplot(out: Path | None = None) -> Any:
+    """matplotlib's ``pyplot`` on the Agg backend, or None without matplotlib (the ``bench`` extra); ``out``: the
+    folder that then gets a ``PLOTS_SKIPPED.txt`` note."""
+    if importlib.util.find_spec("matplotlib") is None:
+        if out is not None:
+            (out / "PLOTS_SKIPPED.txt").write_text("matplotlib is not installed: pip install -e '.[bench]'\n")
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _styles(arms: list[str]) -> dict[str, tuple[Any, str]]:
     """Controls in greys, selection arms in colours (fixed per known arm, cycling for others)."""
     out, colored = {}, 0
@@ -50,14 +65,9 @@ def _seconds(summary: dict[str, Any], arm: str, runs: list[dict[str, Any]]) -> f
 def suite_plots(records: list[dict[str, Any]], summary: dict[str, Any], out: Path) -> list[Path]:
     """``accuracy_vs_cost.png`` (final accuracy of each budget against FE and seconds, seed spread as a band) and
     ``curves.png`` (test accuracy inside each arm's largest-budget run, seed mean)."""
-    if importlib.util.find_spec("matplotlib") is None:
-        (out / "PLOTS_SKIPPED.txt").write_text("matplotlib is not installed: pip install -e '.[bench]'\n")
+    plt = pyplot(out)
+    if plt is None:
         return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     arms = group(records)
     ref = summary["reference_cost"]
     target = 100 * summary["target_accuracy"]

@@ -8,7 +8,10 @@ the jobs of other workers (``worker=(i, n)``: every n-th job of that order, from
 
 from __future__ import annotations
 
+import argparse
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -19,7 +22,7 @@ from .records import append_jsonl, machine, read_jsonl
 from .suites import Suite
 from .timing import rotated
 
-__all__ = ["Job", "run_loop", "run_suite"]
+__all__ = ["Job", "cli", "run_loop", "run_suite", "spawn", "worker"]
 
 Record = dict[str, Any]
 
@@ -63,6 +66,41 @@ def run_loop(
         if log is not None:
             log(record)
     return read_jsonl(path)
+
+
+def worker(text: str) -> tuple[int, int]:
+    """``--worker I/N`` as ``(I, N)``: this process runs every N-th job of the run loop's order, from the I-th."""
+    index, count = (int(v) for v in text.split("/"))
+    return index, count
+
+
+def cli(name: str, doc: str | None, *, out: Path | None = None, smoke: str = "", workers: bool = False,
+           suite: bool = False) -> argparse.ArgumentParser:  # fmt: skip
+    """A benchmark's command line (``python -m benchmarks <name>``, its module docstring as the help) with the
+    options benchmarks share: ``--out`` (default ``out``), ``--suite`` (its folder inside ``--out``), ``--smoke`` (its
+    help ``smoke``) and ``--worker I/N`` (:func:`worker`)."""
+    found = argparse.ArgumentParser(
+        prog=f"python -m benchmarks {name}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    if out is not None:
+        found.add_argument("--out", type=Path, default=out, help=f"results folder (default {out})")
+    if suite:
+        found.add_argument("--suite", default="main", help="the suite's folder inside --out (default main)")
+    if smoke:
+        found.add_argument("--smoke", action="store_true", help=f"seconds-long: {smoke}")
+    if workers:
+        found.add_argument("--worker", type=worker, default=(0, 1), help="I/N: run every N-th run from the I-th")
+    return found
+
+
+def spawn(benchmark: str, stage: list[str], jobs: int, common: list[str]) -> None:
+    """The one worker spawner: ``python -m benchmarks <benchmark> <stage> --worker i/jobs <common>`` in ``jobs``
+    processes side by side (each runs its share of :func:`run_loop`'s order); waits for all, raises if one fails."""
+    command = [sys.executable, "-m", "benchmarks", benchmark, *stage]
+    procs = [subprocess.Popen([*command, "--worker", f"{i}/{jobs}", *common]) for i in range(jobs)]
+    codes = [proc.wait() for proc in procs]
+    if any(codes):
+        raise SystemExit(f"benchmarks {benchmark} {' '.join(stage)}: a worker failed (exit codes {codes})")
 
 
 def run_suite(suite: Suite, out: Path, worker: tuple[int, int] = (0, 1), log=print) -> list[Record]:

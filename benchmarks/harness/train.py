@@ -19,11 +19,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from examples.common import accuracy
-
 from .cost import priced
 from .data import Data
-from .models import MODELS, RECIPES
+from .models import MODELS, RECIPES, accuracy
 
 
 def one_cycle(progress: float, max_lr: float, pct_start: float = 0.3) -> float:
@@ -47,67 +45,94 @@ def user_optimizer(recipe: dict) -> Callable[[torch.nn.Module], torch.optim.Opti
     return lambda model: torch.optim.AdamW(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
 
 
-def train_epochs(
-    model,
-    batches,
-    epochs: int,
-    recipe: dict,
-    progress=None,
-    observe: Callable[[Any, torch.Tensor, int], None] | None = None,
+def sample_losses(model: torch.nn.Module, batch: Any, reduction: str = "none") -> torch.Tensor:
+    """The cross-entropy of a tuple batch ``(x, y, ...)``: per sample, or its ``reduction``."""
+    return F.cross_entropy(model(batch[0]), batch[1], reduction=reduction)
+
+
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: Any,
+    *,
+    losses: Callable[..., torch.Tensor] = sample_losses,
+    observe: Callable[[Any, torch.Tensor], None] | None = None,
+    weights: Callable[[Any], torch.Tensor] | None = None,
 ) -> None:
-    """Plain training (the irreducible-loss model; a continued suite's pretraining): the family recipe, no
-    evaluation. ``observe(batch, losses, epoch)``, if given, gets each batch's detached per-sample losses (a cache
-    fed as a user's training step feeds it)."""
-    optimizer = user_optimizer(recipe)(model)
-    total, step = epochs * len(batches), 0
-    for epoch in range(epochs):
-        batches.set_epoch(epoch)
-        for batch in batches:
-            x, y = batch[0], batch[1]
-            for group in optimizer.param_groups:
-                group["lr"] = one_cycle(step / total, recipe["lr"])
-            step += 1
-            model.train()
-            if observe is None:
-                loss = F.cross_entropy(model(x), y)
-            else:
-                losses = F.cross_entropy(model(x), y, reduction="none")
-                observe(batch, losses.detach(), epoch)
-                loss = losses.mean()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-
-
-def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, probe: Any, batch: Any) -> None:
-    """One training step on ``batch`` (``(x, y, ...)``), the one every run and every step timing takes: the mean
-    cross-entropy, weighted where the probe has ``weights`` (a pruning sampler's rescaling), its per-sample losses
-    handed to ``probe.loader.observe`` where the probe says ``observe`` (the one line a cache user adds)."""
-    x, y = batch[0], batch[1]
+    """The one training step of every benchmark: the mean loss (``losses(model, batch, reduction)``; the tuple
+    batches' cross-entropy by default, the language model's per-sequence loss), weighted where ``weights`` gives the
+    samples' weights (a pruning sampler's rescaling, importance sampling's), its detached per-sample losses handed to
+    ``observe`` where given (the one line a cache user adds)."""
     model.train()
-    weigh = getattr(probe, "weights", None)
-    if probe.observe:
-        losses = F.cross_entropy(model(x), y, reduction="none")
-        probe.loader.observe(batch, losses)
-        loss = losses.mean() if weigh is None else (weigh(batch) * losses).mean()
-    elif weigh is not None:
-        loss = (weigh(batch) * F.cross_entropy(model(x), y, reduction="none")).mean()
+    if observe is None and weights is None:
+        loss = losses(model, batch, "mean")
     else:
-        loss = F.cross_entropy(model(x), y)
+        per_sample = losses(model, batch, "none")
+        if observe is not None:
+            observe(batch, per_sample.detach())
+        loss = per_sample.mean() if weights is None else (weights(batch) * per_sample).mean()
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
 
 
-def endless_steps(model: torch.nn.Module, optimizer: torch.optim.Optimizer, probe: Any, batches: Any, epoch: int = 0):
-    """Training steps on ``batches`` epoch after epoch from ``epoch``, yielding after each (:func:`train_step`):
-    the blocks the step timings time."""
+def probed_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, probe: Any, batch: Any) -> None:
+    """:func:`train_step` as a run's probe asks: observed by its loader where ``probe.observe``, weighted by its
+    ``weights`` where it has them."""
+    observe = probe.loader.observe if probe.observe else None
+    train_step(model, optimizer, batch, observe=observe, weights=getattr(probe, "weights", None))
+
+
+def fit(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Any,
+    epochs: int,
+    lr: float,
+    *,
+    losses: Callable[..., torch.Tensor] = sample_losses,
+    observe: Callable[[Any, torch.Tensor, int], None] | None = None,
+) -> int:
+    """Plain training outside the measured runs (an irreducible model, a continued suite's pretraining): ``epochs`` of
+    ``batches`` by :func:`train_step`, the LR one-cycle over them by step; ``observe(batch, losses, epoch)`` gets each
+    batch's detached losses (a cache fed as a user's step feeds it). Returns the steps taken."""
+    total, step = epochs * len(batches), 0
+    for epoch in range(epochs):
+        batches.set_epoch(epoch)
+        for batch in batches:
+            for group in optimizer.param_groups:
+                group["lr"] = one_cycle(step / total, lr)
+            step += 1
+            seen = None if observe is None else (lambda b, per, epoch=epoch: observe(b, per, epoch))
+            train_step(model, optimizer, batch, losses=losses, observe=seen)
+    return step
+
+
+def endless(batches: Any, step: Callable[[Any], None], consumed: Callable[[int], Any] = lambda i: i + 1, *,
+            epoch: int = 0, prefill: bool = False):  # fmt: skip
+    """``step`` on ``batches`` epoch after epoch from ``epoch``, yielding ``consumed(i)`` after the ``i``-th step: the
+    blocks every step timing times. With ``prefill``, one whole epoch runs first, unyielded (a cache then knows every
+    sample)."""
+    if prefill:
+        batches.set_epoch(epoch)
+        for batch in batches:
+            step(batch)
+        epoch += 1
+    i = 0
     while True:
         batches.set_epoch(epoch)
         for batch in batches:
-            train_step(model, optimizer, probe, batch)
-            yield
+            step(batch)
+            yield consumed(i)
+            i += 1
         epoch += 1
+
+
+def endless_steps(model: torch.nn.Module, optimizer: torch.optim.Optimizer, probe: Any, batches: Any, epoch: int = 0,
+                  prefill: bool = False):  # fmt: skip
+    """:func:`endless` on a run's batches and probe (:func:`probed_step`; yields ``probe.consumed``)."""
+    return endless(batches, lambda batch: probed_step(model, optimizer, probe, batch), probe.consumed, epoch=epoch,
+                   prefill=prefill)  # fmt: skip
 
 
 def train_run(
@@ -130,7 +155,7 @@ def train_run(
     Args:
         split: train (possibly noisy) and clean test tensors.
         arm: an ``_arms.Arm``; ``arm.build(...)`` returns the iterable of training batches and a cost probe.
-        family: model family, a key of ``examples.common.MODELS`` and ``RECIPES``.
+        family: model family, a key of ``models.MODELS`` and ``RECIPES``.
         epochs: passes over the training set; the LR schedule anneals over exactly this budget.
         seed: initialisation and data-order seed (shared by every arm).
         evals: test evaluations at evenly spaced loader progress (the last at the end).
@@ -171,7 +196,7 @@ def train_run(
                 started = clock()
             for group in optimizer.param_groups:
                 group["lr"] = schedule((consumed - 1) / total, recipe["lr"])
-            train_step(model, optimizer, probe, batch)
+            probed_step(model, optimizer, probe, batch)
             trained += len(y)
             if split.y_clean is not None:
                 flipped += int((y != batch[2]).sum())

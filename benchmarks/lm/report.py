@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.lm_suite import tuned
+from benchmarks.harness.plots import pyplot
 from benchmarks.harness.records import read_jsonl, write_results
 
 MARGIN = 0.05  # nats/byte by which top-k must beat random
@@ -316,13 +317,8 @@ def styles(arms: list[str]) -> dict[str, tuple[str, str]]:
 def plot(runs: list[dict[str, Any]], out: Path) -> Path | None:
     """``lm.png``: validation loss against seconds and FE at the largest budget (seed means), per regime, and the
     noise-like share of what each arm trained on."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        (out / "PLOTS_SKIPPED.txt").write_text("matplotlib is not installed: pip install -e '.[bench]'\n")
+    plt = pyplot(out)
+    if plt is None:
         return None
     regimes = [g for g in ("single-pass", "repeating") if any(r["regime"] == g for r in runs)]
     style = styles(sorted({r["arm"] for r in runs}, key=lambda a: (a != "baseline", a)))  # one colour per arm

@@ -1,58 +1,27 @@
 """Selection for language-model training: a byte-level causal transformer on the Python standard library's source.
 
-One command runs everything (about an hour on 2 CPU cores; the recorded run's time is in benchmarks/README.md):
-
-    python -m benchmarks lm all --jobs 2            # tune, both regimes, 3 seeds, report -> benchmarks/results/lm/main
-    python -m benchmarks lm all --smoke --out /tmp/lm   # seconds; what CI runs
-
-Stages, also runnable alone (``--worker I/N`` runs every N-th run from the I-th; ``all`` starts N such workers):
-
-    python -m benchmarks lm tune [--worker I/N]     # the baseline's (batch, LR) grid per regime, widened at an edge
-    python -m benchmarks lm run  [--worker I/N]     # every arm x budget x seed of both regimes
-    python -m benchmarks lm report                  # tables, targets, plot
-
-The suite itself (its two regimes, single-pass and repeating, the baseline's tuning grid at equal seconds, the
-budgets and the interleaved, resumable runs) is shared with the auto benchmark and described where it lives:
-``benchmarks/harness/lm_suite.py``.
+Stages: ``all`` (``--jobs N`` workers), ``tune``, ``run`` (``--worker I/N``), ``report``. The suite (shared with the
+auto benchmark) is ``harness/lm_suite.py``; commands and records: ``benchmarks/lm/README.md``.
 """
 
 from __future__ import annotations
 
-import argparse
-import subprocess
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
 from benchmarks.harness.lm_suite import SMOKE, SMOKE_ARMS, Plan, stage
 from benchmarks.harness.records import results_dir
+from benchmarks.harness.runs import cli, spawn
 
 RESULTS = results_dir("lm")
 
 
-def spawn(stage_: list[str], jobs: int, common: list[str]) -> None:
-    """Run ``stage_`` in ``jobs`` worker processes side by side and wait for all; raise if one fails."""
-    procs = [
-        subprocess.Popen([sys.executable, "-m", "benchmarks", "lm", *stage_, "--worker", f"{i}/{jobs}", *common])
-        for i in range(jobs)
-    ]
-    codes = [proc.wait() for proc in procs]
-    if any(codes):
-        raise SystemExit(f"benchmarks lm {' '.join(stage_)}: a worker failed (exit codes {codes})")
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run a stage of the language-model benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks lm", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cli("lm", __doc__, out=RESULTS, smoke="tiny budgets, one seed, a few arms", workers=True, suite=True)
     parser.add_argument("stage", choices=["all", "tune", "run", "report"])
-    parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default benchmarks/results/lm)")
-    parser.add_argument("--suite", default="main", help="the suite's folder inside --out (default main)")
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: tiny budgets, one seed, a few arms")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes for 'all' (default 2)")
-    parser.add_argument("--worker", default="0/1", help="I/N: run every N-th run from the I-th")
     parser.add_argument("--round", type=int, default=0, help="tuning round (0: the grid; k: k-th widening)")
     parser.add_argument("--arms", nargs="*", help="run only these arms (default: every arm; the smoke run's few)")
     parser.add_argument("--fractions", type=float, nargs="*", help="budgets as fractions of the tuned FE")
@@ -69,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "all":
         started = time.time()
         for round_ in range(plan.widen + 1):
-            spawn(["tune", "--round", str(round_)], args.jobs, common)
-        spawn(["run"], args.jobs, common)
+            spawn("lm", ["tune", "--round", str(round_)], args.jobs, common)
+        spawn("lm", ["run"], args.jobs, common)
         from .report import report
 
         report(out, wall_seconds=time.time() - started)
@@ -80,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
         report(out)
         return 0
-    stage(args.stage, plan, out, tuple(int(v) for v in args.worker.split("/")), args.round)  # type: ignore[arg-type]
+    stage(args.stage, plan, out, args.worker, args.round)  # type: ignore[arg-type]
     return 0
 
 

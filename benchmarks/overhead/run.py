@@ -1,28 +1,17 @@
-"""Overhead of the wrapper: SBLoader (and, once merged, the node and the WebDataset stage) against a hand-written
-loop doing the same scoring forward, top-k selection and indexing inline, on the same batches and model.
+"""Overhead of the wrapper: SBLoader, the node and the WebDataset stage against a hand-written loop doing the same
+scoring forward, top-k selection and indexing inline, on the same batches and model.
 
-Exact commands (from the repository root, sbdata importable):
-
-    python -m benchmarks overhead                  # tiny, mlp, cnn and cnn-wide models; about 12 minutes on 2 cores
-    python -m benchmarks overhead --smoke --out /tmp/overhead   # seconds; what CI runs
-
-Two modes per model: ``select`` times only scoring + selection + indexing (where overhead shows most), ``step``
-adds the training step on the selected batch (what a user's loop sees). Arms run in interleaved blocks of
-``--steps`` loader batches, the order rotating every round, after one warm-up block each; the reported per-step
-time is the median over rounds and the ratio is the median of the per-round paired ratios (min and max too).
-Noise-free counts per loader batch are also reported: aten operator calls (``TorchDispatchMode``), Python
-function calls (``sys.setprofile``) and model forward calls. Torch runs on one thread, glibc's allocator is pinned
-(``benchmarks/harness/timing.py``) and blocks are timed in thread CPU time (``--clock wall`` for wall-clock).
+Per model, ``select`` (scoring, selection, indexing) and ``step`` (plus the training step) modes; arms in interleaved
+blocks (the harness's timing loop), thread CPU time; noise-free counts per loader batch beside (aten operators,
+Python calls, forwards). Commands and records: ``benchmarks/overhead/README.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from benchmarks.harness.models import MODELS as FAMILIES
 from benchmarks.harness.records import machine, results_dir, write_results
+from benchmarks.harness.runs import cli
 from benchmarks.harness.timing import cpu_clock, interleaved, setup
 
 from .arms import all_arms
@@ -160,17 +150,12 @@ def table(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the overhead benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks overhead", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cli("overhead", __doc__, out=RESULTS, smoke="tiny model, 3 steps, 2 rounds", suite=True)
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--batch", type=int, default=256, help="loader batch size (default 256)")
     parser.add_argument("--keep", type=float, default=0.33)
     parser.add_argument("--steps", type=int, default=40, help="loader batches per timed block (default 40)")
     parser.add_argument("--rounds", type=int, default=25, help="timed blocks per arm (default 25)")
-    parser.add_argument("--suite", default="main", help="the suite's folder inside --out (default main)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: tiny model, 3 steps, 2 rounds")
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu", help="thread CPU time (default) or wall")
     args = parser.parse_args(argv)
     global CLOCK

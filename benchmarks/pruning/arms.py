@@ -25,14 +25,10 @@ from torch.utils.data import Dataset
 
 from benchmarks.harness._sb import LossCache, PruningSampler, SBLoader
 from benchmarks.harness.arms import OwnRecipe, Probe, SamplerObserver
-from benchmarks.harness.data import ShuffledBatches
+from benchmarks.harness.data import ShuffledBatches, inputs_targets
 from benchmarks.harness.models import MODELS
 from benchmarks.harness.pruned import NoScoring, PrunedBatches, PruneProbe
 from benchmarks.harness.train import endless_steps as steps
-
-
-def _inputs_targets(batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    return batch[0], batch[1]
 
 
 @dataclass(frozen=True)
@@ -84,7 +80,7 @@ class PruneArm(OwnRecipe):
             id_key=-1,
             generator=seed,
             nan_policy="keep",
-            split=_inputs_targets,
+            split=inputs_targets,
         )
         return loader, PruneProbe(source, sampler, loader, source.full_batches)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.cost import pruning_run_seconds
+from benchmarks.harness.plots import pyplot
 from benchmarks.harness.stats import at_cost, group, mean, reach, sd
 
 EQUAL = (0.6, 0.72)  # seconds, as a share of the tuned baseline's, where accuracies are compared
@@ -218,12 +219,8 @@ def table(summary: dict[str, Any]) -> str:
 
 def plot(summary: dict[str, Any], path: Path) -> Path | None:
     """Accuracy against seconds (x the tuned baseline's), every arm, seed mean ± sd per budget."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for arm, row in summary["arms"].items():

@@ -1,30 +1,16 @@
 """Epoch-level pruning (issue 13) against the tuned baseline, on MNIST-1D at 100,000 samples.
 
-Stages (from the repository root; ``--worker I/N`` splits a stage among processes):
-
-    python -m benchmarks pruning tune cnn100k     # batch {64,128,256} x LR {0.5,1,2}x recipe, 1 seed -> tuned.json
-    python -m benchmarks pruning tune mlp100k
-    python -m benchmarks pruning tune noisy100k
-    python -m benchmarks pruning run cnn100k      # baseline-tuned, prune, prune-random, prune+sb, sb-cache, baseline
-    python -m benchmarks pruning run mlp100k
-    python -m benchmarks pruning run noisy100k
-    python -m benchmarks pruning timing           # interleaved step timing: the seconds every table prices with
-    python -m benchmarks pruning loading          # samples loaded and seconds per epoch, DataLoader with 2 workers
-    python -m benchmarks pruning report           # tables, summary.json and plots from what was run
-    python -m benchmarks pruning all --smoke --out /tmp/prune   # every stage in seconds: what CI runs
-
-Results go to ``<out>/<suite>/`` (``runs.jsonl``, ``tuned.json``, ``summary.json``, ``table.md``, plot),
-``<out>/timing/summary.json`` and ``<out>/loading/summary.json`` (``<out>``: ``benchmarks/results/pruning`` by default).
-The suites' records keep their names ``prune-<suite>``.
+Stages: ``tune SUITE``, ``run SUITE``, ``timing`` (the interleaved step timing every table is priced at), ``loading``
+(``DataLoader`` with 2 workers), ``report``, ``all``. Commands and records: ``benchmarks/pruning/README.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,9 +22,9 @@ from benchmarks.harness._sb import LossCache, PruningSampler, with_index
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import RECIPES
 from benchmarks.harness.records import machine, read_jsonl, results_dir
-from benchmarks.harness.runs import run_suite
+from benchmarks.harness.runs import cli, run_suite
 from benchmarks.harness.suites import Suite
-from benchmarks.harness.timing import interleaved, sized_block
+from benchmarks.harness.timing import alternated, interleaved, sized_block
 
 from . import report as _report
 from .arms import Compressed, PruneArm, arms, endless_steps, grid, step_kinds
@@ -105,18 +91,13 @@ def run_arms_suite(name: str, out: Path, smoke: bool) -> Suite:
 
 def main(argv: list[str] | None = None) -> int:
     """Run a stage of the pruning benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks pruning", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = cli("pruning", __doc__, out=RESULTS, smoke="2,000 samples, one seed, tiny budgets", workers=True)
     parser.add_argument("stage", choices=["tune", "run", "timing", "loading", "report", "all"])
     parser.add_argument("suite", nargs="?", choices=sorted(SUITES), help="for tune and run")
-    parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--seeds", type=int, nargs="*", help="run these seeds (each arm keeps at most its count)")
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, one seed, tiny budgets")
-    parser.add_argument("--worker", default="0/1", help="I/N: run every N-th run from the I-th (parallel processes)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    worker = tuple(int(v) for v in args.worker.split("/"))
+    worker = args.worker
     stages = ["tune", "run", "timing", "loading", "report"] if args.stage == "all" else [args.stage]
     names = [args.suite] if args.suite else (["cnn100k"] if args.smoke else sorted(SUITES))
     for stage in stages:
@@ -183,17 +164,21 @@ def sampler_seconds(n: int, batch: int, repeats: int) -> float:
     ids = torch.randperm(n, generator=torch.Generator().manual_seed(1))[:batch]
     losses = torch.rand(batch, requires_grad=True)
 
-    def trial(with_sampler: bool) -> float:
-        started = time.perf_counter()
-        for _ in range(repeats):
-            if with_sampler:
-                sampler.observe(ids, losses)
-                (sampler.weights(ids) * losses).mean().backward()
-            else:
-                losses.mean().backward()
-        return (time.perf_counter() - started) / repeats
+    def trial(with_sampler: bool) -> Callable[[int], float]:
+        def run(_: int) -> float:
+            started = time.perf_counter()
+            for _ in range(repeats):
+                if with_sampler:
+                    sampler.observe(ids, losses)
+                    (sampler.weights(ids) * losses).mean().backward()
+                else:
+                    losses.mean().backward()
+            return (time.perf_counter() - started) / repeats
 
-    return max(0.0, statistics.median(trial(True) - trial(False) for _ in range(5)))
+        return run
+
+    times = interleaved({"with": trial(True), "without": trial(False)}, 5, order=alternated)
+    return max(0.0, statistics.median(a - b for a, b in zip(times["with"], times["without"], strict=True)))
 
 
 def timing(out: Path, tuned: dict[str, list[int]], lrs: dict[str, float], smoke: bool = False) -> dict[str, Any]:
@@ -239,17 +224,20 @@ def loading(n: int = 20_000, length: int = 4096, rounds: int = 3, workers: int =
     cache.observe(torch.arange(n), torch.empty(n).exponential_(generator=torch.Generator().manual_seed(0)), 0)
     pruned = PruningSampler(dataset, cache, epochs=100, seed=0)
     full = PruningSampler(dataset, cache, epochs=100, prune=0.0, seed=0)
-    seconds: dict[str, list[float]] = {"full": [], "pruned": []}
     loaded: dict[str, int] = {}
-    for round_ in range(rounds):
-        for name, sampler in (("full", full), ("pruned", pruned))[:: 1 if round_ % 2 == 0 else -1]:
+
+    def epoch(name: str, sampler: PruningSampler) -> Callable[[int], float]:
+        def run(round_: int) -> float:
             sampler.set_epoch(round_ + 1)
             loader = DataLoader(with_index(dataset), batch_size=128, sampler=sampler, num_workers=workers)
-            started, count = time.perf_counter(), 0
+            started, loaded[name] = time.perf_counter(), 0
             for _, _, index in loader:
-                count += len(index)
-            seconds[name].append(time.perf_counter() - started)
-            loaded[name] = count
+                loaded[name] += len(index)
+            return time.perf_counter() - started
+
+        return run
+
+    seconds = interleaved({"full": epoch("full", full), "pruned": epoch("pruned", pruned)}, rounds, order=alternated)
     out = {name: {"samples_loaded": loaded[name], "seconds": statistics.median(s)} for name, s in seconds.items()}
     out["config"] = {"samples": n, "values_per_sample": length, "num_workers": workers, "rounds": rounds}
     return out

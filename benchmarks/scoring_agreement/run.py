@@ -29,13 +29,13 @@ import torch.nn.functional as F
 
 from benchmarks.harness._sb import Scorer, causal_lm, compare
 from benchmarks.harness.arms import BASELINE
-from benchmarks.harness.branch_trials import inputs_targets
-from benchmarks.harness.data import ShuffledBatches, dataset
+from benchmarks.harness.data import ShuffledBatches, dataset, inputs_targets
 from benchmarks.harness.lm import ByteLM, load_corpus
+from benchmarks.harness.lm_arms import sequence_losses
 from benchmarks.harness.lm_train import make_optimizer
 from benchmarks.harness.records import machine, results_dir
 from benchmarks.harness.timing import cpu_clock
-from benchmarks.harness.train import train_run
+from benchmarks.harness.train import train_run, train_step
 
 RESULTS = results_dir("scoring_agreement")
 KEEPS = (0.25, 0.5)
@@ -97,12 +97,8 @@ def lm_suite(smoke: bool) -> list[dict[str, Any]]:
         if step == steps:
             break
         start = (count * 32 + step * LM_BATCH) % len(order)
-        ids = corpus.train[order[start : start + LM_BATCH]].long()
-        inputs, labels = split({"input_ids": ids})
-        optimizer.zero_grad(set_to_none=True)
-        hooks["reduce"](hooks["loss_fn"](hooks["forward"](model, inputs), labels, reduction="none"), labels).mean(
-        ).backward()  # fmt: skip
-        optimizer.step()
+        train_step(model, optimizer, {"input_ids": corpus.train[order[start : start + LM_BATCH]].long()},
+                   losses=sequence_losses)  # fmt: skip
     return points
 
 

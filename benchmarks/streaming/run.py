@@ -1,22 +1,8 @@
 """Streaming benchmark: sb_select in a WebDataset pipeline over >= 1,000,000 samples read from tar shards.
 
-Writes shards to a temp dir, then measures (medians over repeats, after a warm-up):
-
-* ``pipeline``: ``WebLoader(ds, batch_size=None, num_workers=W).unbatched().shuffle(S).batched(B)`` alone;
-* ``pipeline + stage``: the same with ``.compose(sb_select(...))``, sampling the main process's RSS as it
-  streams (the peak is reset when streaming starts, where Linux allows) and the size of the stage's state;
-* ``stage alone``: ``sb_select`` over batches captured from that pipeline, replayed from memory, with a
-  trivially cheap model (parameter-free: the logits are the first 10 input columns), so the number is the
-  stage's own cost: splitting, scoring bookkeeping, top-k, and subsetting tensor and key fields;
-* ``scoring forward``: the forward of a small MLP (40-128-128-10) on the same batches, measured separately,
-  which is what a real model adds to the stage per sample (``stage alone`` is also run with it).
-
-Shard layout: records of 256 samples, each record three ``.npy`` members written and read without pickle
-(inputs float32 (256, 40), labels int64, keys as a fixed-width unicode array): the workers read and decode
-records, the main process re-batches samples, as in the canonical WebDataset recipe.
-
-    python -m benchmarks streaming            # full: 1,000,000 samples per pass, several minutes
-    python -m benchmarks streaming --smoke    # seconds; what the tests run
+Measures the pipeline alone, with ``sb_select`` (its memory sampled as it streams), ``sb_select`` alone on captured
+batches replayed from memory (a parameter-free model and a small MLP), and the MLP's scoring forward alone; medians
+over repeats. Commands and the record: ``benchmarks/streaming/README.md``.
 """
 
 from __future__ import annotations
@@ -43,6 +29,7 @@ import webdataset as wds
 from torch import nn
 
 from benchmarks.harness import _sb
+from benchmarks.harness.plots import pyplot
 from benchmarks.harness.records import results_dir
 
 sb_select = _sb.sb_select()  # this benchmark needs WebDataset anyway
@@ -245,11 +232,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_plot(result: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     trace = result["memory"]["trace"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
     left.plot([t["samples"] / 1e6 for t in trace], [t["rss_mib"] for t in trace], label="RSS")

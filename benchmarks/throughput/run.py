@@ -1,27 +1,13 @@
-"""Interleaved wall-clock cost of every arm's training step: the noise-robust seconds behind time-to-accuracy.
+"""Interleaved cost of every arm's training step: the noise-robust seconds behind time-to-accuracy.
 
-The seconds of a whole training run on a shared machine swing by 2-5x with other people's load. This script
-measures what each arm's step costs side by side instead: for each model family it times every step kind of the
-time-to-accuracy arms (a plain step at batch B, a plain step at the small batch, and each arm's selection step
-with selection always on) in short interleaved blocks of loader batches, the order rotating every round, and
-keeps the median seconds per loader batch. ``python -m benchmarks time_to_accuracy report`` then prices each arm's
-epochs-to-target with these medians (an arm with a schedule mixes plain and selection steps in the share its
-window gives), next to the raw seconds of the runs.
-
-    python -m benchmarks throughput                     # ConvNet and MLP; ~10 minutes on 2 shared cores
-    python -m benchmarks throughput --smoke --out /tmp/throughput   # seconds; what CI runs
-
-It also checks the calibrated cost model (``examples/costmodel.py``): in the same rounds as the step kinds (so that
-load changes hit both alike) it times, call by call, a data gather, a training step and a scoring forward at each
-batch size the arms use and each configuration's SB step without training, predicts every step kind's seconds, and
-writes predicted and measured side by side (``table.md``), with forward-equivalents per loader batch as the
-machine-free column. Timing hygiene: one torch thread, glibc's allocator pinned, thread CPU time as the clock
-(``harness/timing.py``).
+Every step kind of the time-to-accuracy arms, per model family, in short interleaved blocks of loader batches (the
+harness's timing loop; the median seconds per loader batch prices those runs), and in the same rounds the calibrated
+cost model's calls (``harness/cost.py``), whose prediction is written beside. Commands and the record:
+``benchmarks/throughput/README.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import statistics
 import sys
@@ -29,15 +15,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from benchmarks.harness import suites as _suites
 from benchmarks.harness._sb import keep_count
-from benchmarks.harness.cost import calibrate, costs_from, sb_step_seconds, step_kind
+from benchmarks.harness.cost import calibrate, costs_from, loader_batch_fe, sb_step_seconds, step_kind
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import MODELS, RECIPES
 from benchmarks.harness.records import machine, results_dir, write_results
+from benchmarks.harness.runs import cli
 from benchmarks.harness.timing import cpu_clock, interleaved, rotated, setup
+from benchmarks.harness.train import endless_steps
 
 RESULTS = results_dir("throughput")
 
@@ -62,18 +49,7 @@ def stepper(arm, family: str, data, batch: int):
     recipe = RECIPES[family]
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr"] / 10, weight_decay=recipe["weight_decay"])
     batches, probe = arm.build(model, data, family=family, batch=batch, epochs=1000, seed=0)
-    steps, epoch = 0, 0
-    while True:
-        batches.set_epoch(epoch)
-        for x, y, *_ in batches:
-            model.train()
-            loss = F.cross_entropy(model(x), y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            steps += 1
-            yield probe.consumed(steps - 1)
-        epoch += 1
+    return endless_steps(model, optimizer, probe, batches)
 
 
 def measure(family: str, samples: int, block: int, rounds: int, best_path: Path | None) -> dict:
@@ -130,19 +106,14 @@ def measure(family: str, samples: int, block: int, rounds: int, best_path: Path 
             "max": max(ts),
             "loader_batch": loader_batch,
             "predicted_seconds_per_loader_batch": predicted[name],
-            "fe_per_loader_batch": 3 * loader_batch if arm.policy is None else batch * (1 + extra_fe(arm)) + 3 * kept,
+            "fe_per_loader_batch": loader_batch_fe(arm, batch, loader_batch, kept),
             "loader_batches_per_epoch": -(-len(data.y_train) // loader_batch),
         }
     return {"steps": out, "costs": costs.as_dict()}
 
 
-def extra_fe(arm) -> float:
-    """Forward-equivalents per scored sample beyond the live model's forward (the irreducible model's)."""
-    return 1.0 if arm.policy == "reducible" else 0.0
-
-
 def calibration_calls(family: str, data, arms: dict, batch: int) -> dict:
-    """The cost model's calls (``examples/costmodel.py``): data gathers, training steps and scoring forwards at the
+    """The cost model's calls (``harness/cost.py``): data gathers, training steps and scoring forwards at the
     arms' batch sizes, and each SB configuration's engine step on a ready batch."""
     steps = {}
     for name, arm in arms.items():
@@ -209,18 +180,11 @@ def table(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the throughput benchmark (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks throughput",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = cli("throughput", __doc__, out=RESULTS, smoke="2,000 samples, 2 blocks of 2", suite=True)
     parser.add_argument("--families", nargs="*", default=["cnn", "mlp"])
     parser.add_argument("--block", type=int, default=24, help="loader batches per timed block (default 24)")
     parser.add_argument("--rounds", type=int, default=15, help="timed blocks per step kind (default 15)")
     parser.add_argument("--best", type=Path, default=results_dir("time_to_accuracy") / "sweep" / "best.json")
-    parser.add_argument("--suite", default="main", help="the suite's folder inside --out (default main)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--smoke", action="store_true", help="seconds-long: 2,000 samples, 2 blocks of 2")
     args = parser.parse_args(argv)
     samples = 2000 if args.smoke else 100_000
     if args.smoke:

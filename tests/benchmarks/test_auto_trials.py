@@ -100,30 +100,30 @@ def test_never_loses_on_both_flipped_label_suites(name):
 
 
 def test_table_reads_the_ablation_folders(tmp_path):
-    """``trials-long-<suite>`` feeds the ablation section and its targets; the main targets are untouched by it."""
+    """``trials/long-<suite>`` feeds the ablation section and its targets; the main targets are untouched by it."""
     folders = {
-        "trials-mlp100k": _suite(0.9, (0.95, 5.0), (0.9, 10.0), "auto-topk"),
-        "trials-long-mlp100k": _suite(0.9, (0.95, 5.0), (0.95, 5.5), "auto-topk-long"),
+        "mlp100k": _suite(0.9, (0.95, 5.0), (0.9, 10.0), "auto-topk"),
+        "long-mlp100k": _suite(0.9, (0.95, 5.0), (0.95, 5.5), "auto-topk-long"),
     }
     for name, rows in folders.items():
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (tmp_path / "trials" / name).mkdir(parents=True)
+        (tmp_path / "trials" / name / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     main(["--results", str(tmp_path)])
-    summary = json.loads((tmp_path / "trials" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "trials" / "report" / "summary.json").read_text())
     assert [t.split(":")[1].strip() for t in summary["targets"]] == ["auto-topk captures top-k's win"]
     assert "**missed**" in summary["targets"][0] and "**met**" in summary["long_targets"][0]
-    assert "## Ablation: longer trial windows" in (tmp_path / "trials" / "table.md").read_text()
+    assert "## Ablation: longer trial windows" in (tmp_path / "trials" / "report" / "table.md").read_text()
 
 
 def test_an_ablation_arm_in_the_main_folder_keeps_its_targets(tmp_path):
-    """``trials-noisy30-100k`` holds the long-window arms beside the default: each gets its targets in the table."""
+    """``trials/noisy30-100k`` holds the long-window arms beside the default: each gets its targets in the table."""
     runs = _suite(0.90, (0.80, 5.0), (0.9005, 9.0), "auto-topk") + _suite(
         0.90, (0.80, 5.0), (0.897, 9.0), "auto-topk-long"
     )
-    (tmp_path / "trials-noisy30-100k").mkdir()
-    (tmp_path / "trials-noisy30-100k" / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs))
+    (tmp_path / "trials" / "noisy30-100k").mkdir(parents=True)
+    (tmp_path / "trials" / "noisy30-100k" / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs))
     main(["--results", str(tmp_path)])
-    said = json.loads((tmp_path / "trials" / "summary.json").read_text())["targets"]
+    said = json.loads((tmp_path / "trials" / "report" / "summary.json").read_text())["targets"]
     assert [t.split("'s")[0] for t in said] == ["noisy30-100k: auto-topk"] * 2 + ["noisy30-100k: auto-topk-long"] * 2
 
 

@@ -81,6 +81,39 @@ def test_cost_interpolation():
     assert at_cost(curve, 5.0) is None
 
 
+def test_the_calibrated_model_times_every_call_in_the_one_timing_loop():
+    """A clock that advances by each call's known cost: every call is timed ``rounds * block`` times after one
+    warm-up, the medians are those costs, and an engine step's overhead is its time less a scoring forward's."""
+    from benchmarks.harness.cost import calibrate, sb_step_seconds
+    from benchmarks.harness.models import MLP
+
+    now, calls = [0.0], {"engine": 0}
+    x, y = torch.randn(64, 1, 40), torch.randint(0, 10, (64,))
+
+    def engine() -> None:
+        calls["engine"] += 1
+        now[0] += 0.5  # the engine step costs 0.5 s, every other call nothing: all of it overhead
+
+    costs = calibrate(MLP, x, y, train_sizes=[32], score_sizes=[64], engine_steps={"topk": engine}, engine_batch=64,
+                      block=2, rounds=3, clock=lambda: now[0])  # fmt: skip
+    assert calls["engine"] == 1 + 2 * 3
+    assert costs.train == {32: 0.0} and costs.data == {32: 0.0} and costs.overhead == {"topk": 0.5}
+    assert costs.score == {64: 0.0} and sb_step_seconds(costs, 64, 32, overhead="topk") == 0.5
+
+
+def test_endless_steps_prefill_one_epoch_unyielded():
+    from benchmarks.harness.train import endless
+
+    class Batches(list):
+        def set_epoch(self, epoch: int) -> None:
+            epochs.append(epoch)
+
+    batches, seen, epochs = Batches([1, 2, 3]), [], []
+    steps = endless(batches, seen.append, prefill=True, epoch=4)
+    assert list(itertools.islice(steps, 4)) == [1, 2, 3, 4] and seen == [1, 2, 3] * 2 + [1]
+    assert epochs == [4, 5, 6]
+
+
 @pytest.mark.slow
 def test_throughput_smoke(tmp_path):
     run("throughput", "--smoke", "--out", str(tmp_path))
@@ -246,7 +279,7 @@ def test_calibration_trial_smoke(tmp_path):
     from benchmarks.harness.train import train_run
 
     run("calibration", "trial", "mlp100k", "--smoke", "--fixed-costs", "--out", str(tmp_path))
-    runs = (tmp_path / "trial-mlp100k" / "runs.jsonl").read_text()
+    runs = (tmp_path / "trial" / "mlp100k" / "runs.jsonl").read_text()
     (record,) = [json.loads(line) for line in runs.splitlines()]
     assert [i["at"] for i in record["inspections"]] == [0.0, 0.25, 0.5, 0.75]
     batch = RECIPES["mlp"]["batch"]
@@ -259,7 +292,7 @@ def test_calibration_trial_smoke(tmp_path):
         assert rows["top-k keep=0.25"]["seconds"] == SMOKE_TRIAL * (batch + 3 * batch // 4)
         assert all(len(row["curve"]) == 9 for row in rows.values())  # the start and 8 checkpoints
     run("calibration", "trial-report", "--out", str(tmp_path))
-    assert "## mlp100k" in (tmp_path / "trial-report" / "table.md").read_text()
+    assert "## mlp100k" in (tmp_path / "trial" / "report" / "table.md").read_text()
     plain = train_run(dataset(SMOKE_SAMPLES), BASELINE, family="mlp", epochs=SMOKE_EPOCHS, seed=0, evals=8)
     assert record["accuracy"] == plain["accuracy"]  # the trial trained copies: the run is as without it
     assert named("measured: top-k keep=0.25 at 1.93x the speed") == "top-k keep=0.25"
@@ -382,7 +415,7 @@ def definitions(root: Path) -> dict[str, list[str]]:
 
 def test_one_run_loop_one_timing_loop_one_cost_model():
     """One definition each of the run loop, the interleaved timing loop and the cost model's pricing functions, all
-    in the harness; the calibrated model and sbdata's pricing are imported, never copied; no other rotating loop."""
+    in the harness (the calibrated model too); sbdata's pricing is imported, never copied; no other rotating loop."""
     defined = definitions(BENCHMARKS)
     one = {
         "run_loop": "harness/runs.py",  # the run loop
@@ -393,12 +426,18 @@ def test_one_run_loop_one_timing_loop_one_cost_model():
         "step_kind": "harness/cost.py",  # ... what a step is ...
         "suite_arm_seconds": "harness/cost.py",  # ... and the seconds it prices
         "pruning_run_seconds": "harness/cost.py",
+        "frontier_run_seconds": "harness/cost.py",
+        "frontier_limits": "harness/cost.py",
+        "calibrate": "harness/cost.py",  # the calibrated model
+        "costs_from": "harness/cost.py",
+        "sb_step_seconds": "harness/cost.py",
+        "inputs_targets": "harness/data.py",  # sbdata's split= of a tuple batch
+        "spawn": "harness/runs.py",  # the one worker spawner
     }
     for name, where in one.items():
         assert defined.get(name) == [where], f"{name} is defined in {defined.get(name)}: one definition, in {where}"
-    copies = ("priced_seconds", "sb_step_seconds", "calibrate", "costs_from", "shrink_speedup", "pool_speedup")
-    copies += ("forward_equivalents", "score_share", "best_keep")  # sbdata's cost model and examples/costmodel.py
-    assert not {name: defined[name] for name in copies if name in defined}, "the cost model is imported, not copied"
+    copies = ("priced_seconds", "shrink_speedup", "pool_speedup", "forward_equivalents", "score_share", "best_keep")
+    assert not {name: defined[name] for name in copies if name in defined}, "sbdata's pricing is imported, not copied"
     rotation = re.compile(r"\[\s*[^\[\]]+%\s*len\([^()]*\)\s*:")  # names[r % len(names) :] + names[: ...]
     loops = [
         str(path.relative_to(ROOT))
@@ -406,6 +445,18 @@ def test_one_run_loop_one_timing_loop_one_cost_model():
         if rotation.search(path.read_text()) and path != BENCHMARKS / "harness" / "timing.py"
     ]
     assert not loops, f"rotating loops outside harness/timing.py (use interleaved or rotated): {loops}"
+
+
+def test_one_training_step_and_one_spawner():
+    """Every benchmark trains through the harness's step (``harness/train.py``): ``.backward()`` elsewhere only in the
+    calibrated cost model's timed training call, the overhead benchmark's timed block (the hand-written loop it
+    measures the wrapper against) and the pruning sampler's timed cost; worker processes start in ``harness/runs.py``
+    alone."""
+    allowed = {"harness/train.py", "harness/cost.py", "overhead/run.py", "pruning/run.py"}
+    stepping = {str(p.relative_to(BENCHMARKS)) for p in BENCHMARKS.rglob("*.py") if ".backward()" in p.read_text()}
+    assert stepping <= allowed, stepping - allowed
+    spawning = {str(p.relative_to(BENCHMARKS)) for p in BENCHMARKS.rglob("*.py") if "Popen(" in p.read_text()}
+    assert spawning == {"harness/runs.py"}, spawning
 
 
 def test_every_import_from_sbdata_is_in_one_harness_module():
@@ -433,8 +484,9 @@ def test_the_dispatcher_lists_every_benchmark():
 
 
 def test_recorded_results_follow_one_layout():
-    """``benchmarks/results/<benchmark>/<suite>/`` with runs.jsonl, machine.json, summary.json, table.md, plots; no
-    logs or marker files; every benchmark's recorded results name the commit they were made at."""
+    """``benchmarks/results/<benchmark>/<record>/``, a record over several suites one folder per suite inside
+    (``<record>/<suite>/``, its cross-suite table in ``<record>/report/``), with runs.jsonl, machine.json, summary.json,
+    table.md, plots; no logs or marker files; every benchmark's recorded results name the commit they were made at."""
     allowed = {"runs.jsonl", "machine.json", "summary.json", "table.md", "tuned.json", "best.json", "raw.json"}
     allowed |= {"tune.jsonl", "tune_equal_fe.jsonl", "probe_saturating_tune.jsonl", "wall.json"}  # the LM grids
     allowed |= {"timing.json", "pretrained.json"}  # the frontier suites' step timing and pretrained accuracies
@@ -449,6 +501,15 @@ def test_recorded_results_follow_one_layout():
         if parts[-1] == "README.md" and len(parts) == 2:
             assert "made_at_commit" in (ROOT / name).read_text(), name
             continue
-        if len(parts) != 3 or parts[0] not in FOLDERS or not (parts[2] in allowed or parts[2].endswith(".png")):
+        if (
+            len(parts) not in (3, 4)
+            or parts[0] not in FOLDERS
+            or not (parts[-1] in allowed or parts[-1].endswith(".png"))
+        ):
             odd.append(name)
-    assert not odd, f"results outside benchmarks/results/<benchmark>/<suite>/ or with another name: {odd}"
+    records = {
+        Path(name).parent.relative_to("benchmarks/results") for name in tracked if Path(name).name != "README.md"
+    }
+    mixed = sorted(str(r) for r in records if any(r.parent == other for other in records))
+    assert not odd, f"results outside benchmarks/results/<benchmark>/<record>/[<suite>/] or with another name: {odd}"
+    assert not mixed, f"a record's files beside its suites' folders (keep them in <record>/report/): {mixed}"

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchmarks.frontier.arms import STALENESS
 from benchmarks.frontier.data import SMOKE_SIZES, Sizes
-from benchmarks.frontier.report import cheapest_reaching, limits, price, ratios, targets
+from benchmarks.frontier.report import cheapest_reaching, ratios, targets
 from benchmarks.frontier.suites import SUITES
+from benchmarks.harness.cost import frontier_limits, frontier_run_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,18 +37,20 @@ def config(batch=256, policy=None, keep=1.0, warm=False, prune=None):
 
 
 def test_price_every_kind_of_run():
-    assert price({"config": config(64), "steps": 100, "epochs": 1}, TIMING, 6400) == pytest.approx(0.4)
-    assert price({"config": config(prune=0.5), "steps": 10, "epochs": 1}, TIMING, 6400) == pytest.approx(0.11)
+    assert frontier_run_seconds({"config": config(64), "steps": 100, "epochs": 1}, TIMING, 6400) == pytest.approx(0.4)
+    assert frontier_run_seconds({"config": config(prune=0.5), "steps": 10, "epochs": 1}, TIMING, 6400) == pytest.approx(
+        0.11
+    )
     fresh = {"config": config(policy="topk", keep=0.25), "steps": 10, "epochs": 1}
-    assert price(fresh, TIMING, 6400) == pytest.approx(0.05)
+    assert frontier_run_seconds(fresh, TIMING, 6400) == pytest.approx(0.05)
     # a warm run that scored a third of what it saw: a third of the way from all-reused to all-scored
     warm = {"config": config(policy="topk", keep=0.5, warm=True), "steps": 30, "epochs": 1,
             "sb": {"samples_scored": 100, "samples_seen": 300}}  # fmt: skip
-    assert price(warm, TIMING, 6400) == pytest.approx(30 * (0.005 + 0.003 / 3))
+    assert frontier_run_seconds(warm, TIMING, 6400) == pytest.approx(30 * (0.005 + 0.003 / 3))
     # auto: the plain run of its batch and epochs (2 x 25 batches of 256) times auto's CPU seconds over the paired plain
     auto = {"config": config(policy="default", keep="auto"), "steps": 50, "epochs": 2, "cpu_seconds": 3.0,
             "paired_plain_cpu_seconds": 4.0}  # fmt: skip
-    assert price(auto, TIMING, 6400) == pytest.approx(2 * 25 * 0.010 * 0.75)
+    assert frontier_run_seconds(auto, TIMING, 6400) == pytest.approx(2 * 25 * 0.010 * 0.75)
 
 
 def test_price_counts_the_reducible_arms_up_front_work():
@@ -56,7 +60,7 @@ def test_price_counts_the_reducible_arms_up_front_work():
              "score b=256": {"seconds_per_batch": 0.002}}  # fmt: skip
     run = {"config": config(policy="reducible", keep=0.25), "steps": 10, "epochs": 1, "upfront_steps": 4,
            "upfront_scored": 600}  # fmt: skip
-    assert price(run, kinds, 6400) == pytest.approx(10 * 0.006 + 4 * 0.010 + 3 * 0.002)
+    assert frontier_run_seconds(run, kinds, 6400) == pytest.approx(10 * 0.006 + 4 * 0.010 + 3 * 0.002)
 
 
 def point(seconds, acc, epochs=1, batch=256):
@@ -94,7 +98,7 @@ def test_targets_need_the_seed_mean_and_every_seed():
 
 
 def test_limits_in_plain_epochs():
-    out = limits(TIMING, Sizes())
+    out = frontier_limits(TIMING, Sizes(), STALENESS)
     assert out["ideal"] == pytest.approx(3_000 / 15_000)
     assert out["fresh keep=0.25"] == pytest.approx(0.5)
     assert out["warm keep=0.25"] == pytest.approx((0.003 + 0.003 / 3) / 0.010)  # rescored one epoch in 3

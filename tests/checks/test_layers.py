@@ -40,22 +40,27 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def sbdata_imports(source: str, module: str, is_package: bool = False) -> list[tuple[int, str, list[str]]]:
-    """``(line, imported module, names)`` for every import of a sbdata module in ``source`` (relative ones resolved
-    against ``module``; ``names`` empty for ``import x``)."""
+def imports(source: str, module: str, is_package: bool, top: str) -> list[tuple[int, str, list[str]]]:
+    """``(line, imported module, names)`` for every import of a ``top`` module in ``source``, wherever it stands (in a
+    function, under ``if TYPE_CHECKING:``), relative ones resolved against ``module``."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            found += [(node.lineno, a.name, []) for a in node.names if a.name.split(".")[0] == "sbdata"]
+            found += [(node.lineno, a.name, []) for a in node.names if a.name.split(".")[0] == top]
         elif isinstance(node, ast.ImportFrom):
             target = node.module or ""
             if node.level:
                 package = module.split(".") if is_package else module.split(".")[:-1]
-                base = package[: len(package) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            if target.split(".")[0] == "sbdata":
+                target = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            if target.split(".")[0] == top:
                 found.append((node.lineno, target, [a.name for a in node.names]))
     return found
+
+
+def sbdata_imports(source: str, module: str, is_package: bool = False) -> list[tuple[int, str, list[str]]]:
+    """``(line, imported module, names)`` for every import of a sbdata module in ``source`` (relative ones resolved
+    against ``module``; ``names`` empty for ``import x``)."""
+    return imports(source, module, is_package, "sbdata")
 
 
 def violations(source: str, module: str, is_package: bool = False) -> list[str]:
@@ -105,14 +110,15 @@ def test_benchmarks_and_examples_use_public_surfaces_only(folder):
     assert not offenders, "\n".join(offenders)
 
 
-def test_no_import_circle_between_modules():
-    """Within each folder too: the module graph of sbdata (package surfaces as nodes) has no cycle."""
+@pytest.mark.parametrize("top", ["sbdata", "benchmarks"])
+def test_no_import_circle_between_modules(top):
+    """Within each folder too: the module graph (package surfaces as nodes) has no cycle; every import counts, also
+    one inside a function or under ``if TYPE_CHECKING:``."""
     graph: dict[str, set[str]] = {}
-    for path in sbdata_modules():
+    for path in sorted((ROOT / top).rglob("*.py")):
         name = module_name(path)
-        is_package = path.name == "__init__.py"
         edges = set()
-        for _, target, names in sbdata_imports(path.read_text(), name, is_package):
+        for _, target, names in imports(path.read_text(), name, path.name == "__init__.py", top):
             for candidate in [f"{target}.{n}" for n in names] + [target]:
                 if (ROOT / (candidate.replace(".", "/") + ".py")).exists() or (
                     ROOT / candidate.replace(".", "/") / "__init__.py"
@@ -139,6 +145,23 @@ def test_no_import_circle_between_modules():
     for node in sorted(graph):
         if node not in seen:
             visit(node)
+
+
+def test_benchmarks_import_nothing_from_examples():
+    """Examples are for users to read: the benchmarks' models, data and cost model live in their harness."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted((ROOT / "benchmarks").rglob("*.py"))
+        for line, _, _ in imports(path.read_text(), module_name(path), path.name == "__init__.py", "examples")
+    ]
+    assert not offenders, offenders
+
+
+def test_the_circle_check_sees_type_only_and_function_imports():
+    source = "if TYPE_CHECKING:\n    from .arms import Arm\ndef f():\n    from . import cost\n"
+    found = imports(source, "benchmarks.harness.train", False, "benchmarks")
+    found_lines = [(line, target) for line, target, _ in found]
+    assert found_lines == [(2, "benchmarks.harness.arms"), (4, "benchmarks.harness")]
 
 
 def test_the_scanner_finds_each_violation():
