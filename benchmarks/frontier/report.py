@@ -10,7 +10,13 @@ mix accuracy of a plain configuration that costs at most X. A family *reaches* `
 of its configurations whose seed-mean accuracy is at least ``F(X)``; its *ratio* at X is that divided by the
 frontier's own least seconds to ``F(X)``. Per seed, the same on that seed's runs alone. Both sides are read the same
 way (configurations' envelopes, no interpolation), so a family's ratio is below 1 only where a configuration of it
-really reaches the frontier's accuracy in fewer seconds.
+really reaches the frontier's accuracy in fewer seconds: the *stepwise* reading, which jumps between epoch counts.
+
+**Read at the budget** (:func:`interpolated_ratios`, issue 42): each family's envelope (its best seed-mean metric
+within each cost) is read as a piecewise-linear curve through its configurations; ``F(X)`` is the frontier's curve at
+X, and a family's ratio is the seconds at which its curve first reaches ``F(X)`` (``harness.stats.reach``) over the
+frontier's own. Per seed, the same on that seed's configurations; the targets read these ratios. Budget comparisons
+allow a relative tolerance of :data:`TOLERANCE` (a run priced one ulp over its budget is within it).
 
 **The metric** (:class:`Metric`): test accuracy on the MNIST-1D suites (higher is better), nats per byte on the
 language model's (lower is better). Every reading above takes "best" and "at least" in the metric's direction; a
@@ -19,6 +25,7 @@ language model's (lower is better). Every reading above takes "best" and "at lea
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections import defaultdict
@@ -29,6 +36,7 @@ from typing import Any
 from benchmarks.harness.cost import frontier_limits, frontier_run_seconds
 from benchmarks.harness.plots import pyplot
 from benchmarks.harness.records import write_results
+from benchmarks.harness.stats import reach
 
 from .arms import STALENESS
 from .data import Sizes
@@ -39,6 +47,7 @@ PLAIN = "plain"
 WARM = ("warm-topk-0.25", "warm-topk-0.5", "warm-prune", "warm-topk-0.25+prune")
 FRESH = ("topk-0.25", "topk-0.5", "rank-0.25", "importance-0.25", "reducible-0.25")
 AUTO = ("auto", "warm-auto")
+TOLERANCE = 1e-9  # relative: a configuration priced at the budget to rounding is within it
 TARGETS = {"warm": 0.4, "fresh": 0.7, "scratch": 0.8, "lm": 0.8, "auto_vs_best": 1.15, "per_seed": 0.9}
 
 
@@ -114,7 +123,7 @@ def configurations(
 
 def best_within(points: list[dict[str, Any]], seconds: float, metric: Metric = ACCURACY) -> dict[str, Any] | None:
     """The best point (by ``metric``) costing at most ``seconds``."""
-    within = [p for p in points if p["seconds"] <= seconds]
+    within = [p for p in points if p["seconds"] <= seconds * (1 + TOLERANCE)]
     return max(within, key=lambda p: metric.signed(p[metric.key])) if within else None
 
 
@@ -160,6 +169,50 @@ def ratios(points: dict[str, list[dict[str, Any]]], budgets: list[float], metric
     return out
 
 
+def envelope(points: list[dict[str, Any]], metric: Metric = ACCURACY) -> list[tuple[float, float]]:
+    """A family's envelope as ``(seconds, signed metric)`` points: its best metric within each cost, where it rises."""
+    out: list[tuple[float, float]] = []
+    for p in sorted(points, key=lambda p: (p["seconds"], -metric.signed(p[metric.key]))):
+        value = metric.signed(p[metric.key])
+        if not out or value > out[-1][1]:
+            out.append((p["seconds"], value))
+    return out
+
+
+def value_at(curve: list[tuple[float, float]], seconds: float) -> float | None:
+    """The piecewise-linear envelope at ``seconds`` (signed); its last value beyond it; None before its first point
+    (nothing fits the budget)."""
+    if not curve or seconds < curve[0][0] * (1 - TOLERANCE):
+        return None
+    for (c0, v0), (c1, v1) in itertools.pairwise(curve):
+        if c0 <= seconds <= c1:
+            return v0 + (v1 - v0) * (seconds - c0) / (c1 - c0) if c1 > c0 else v1
+    return curve[-1][1] if seconds >= curve[-1][0] else curve[0][1]
+
+
+def interpolated_ratios(
+    points: dict[str, list[dict[str, Any]]], budgets: list[float], metric: Metric = ACCURACY
+) -> dict[str, Any]:
+    """Per budget: the frontier's value there (``F(X)``, its envelope read at X) and, per family, the seconds at which
+    its envelope first reaches it and the ratio to the frontier's own (module docstring: "Read at the budget")."""
+    out: dict[str, Any] = {}
+    frontier = envelope(points[PLAIN], metric)
+    for budget in budgets:
+        target = value_at(frontier, budget)
+        if target is None:
+            out[f"{budget:.3f}"] = None
+            continue
+        base, _ = reach(frontier, target)
+        assert base is not None
+        families = {}
+        for family, pts in points.items():
+            seconds, how = reach(envelope(pts, metric), target)
+            families[family] = {"seconds": seconds, "how": how, "ratio": None if seconds is None else seconds / base}
+        out[f"{budget:.3f}"] = {"budget_seconds": budget, "target": metric.signed(target), "base_seconds": base,
+                                "families": families}  # fmt: skip
+    return out
+
+
 def _fmt(value: float | None, spec: str = ".2f", none: str = "never") -> str:
     return none if value is None else format(value, spec)
 
@@ -200,6 +253,8 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
     budgets = [f * ref["seconds"] for f in BUDGETS]
     mean_ratios = ratios(points, budgets, metric)
     per_seed = {s: ratios(configurations(records, s, metric), budgets, metric) for s in seeds}
+    read = interpolated_ratios(points, budgets, metric)
+    read_per_seed = {s: interpolated_ratios(configurations(records, s, metric), budgets, metric) for s in seeds}
     limit = frontier_limits(kinds, sizes, STALENESS, recipe["batch"])
     families = list(points)
     per_epoch = {}
@@ -249,7 +304,34 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
     header = (
         "| family | epoch cost | CPU check | " + " | ".join(f"ratio at {f:g}x | gap at {f:g}x" for f in BUDGETS) + " |"
     )
-    lines += [header, "|" + " --- |" * (3 + 2 * len(BUDGETS))]
+    lines += [
+        "## Read at the budget (interpolated along each envelope; the targets read these)",
+        "",
+        f"The frontier's {metric.label} at each budget is its envelope read there, and each family's ratio the "
+        "seconds at which its envelope first reaches that over the frontier's own (seed means; per seed in "
+        'brackets, each seed\'s own frontier; < 1 pays; "never": the family never reaches it).',
+        "",
+        "| family | " + " | ".join(f"ratio at {f:g}x" for f in BUDGETS) + " |",
+        "|" + " --- |" * (1 + len(BUDGETS)),
+    ]
+    for family in families:
+        cells = [family]
+        for budget in budgets:
+            row = read[f"{budget:.3f}"]
+            if row is None:
+                cells.append("n/a")
+                continue
+            per = [read_per_seed[s][f"{budget:.3f}"] for s in seeds]
+            seed_cells = [_fmt(None if r is None else r["families"].get(family, {}).get("ratio")) for r in per]
+            cells.append(f"{_fmt(row['families'][family]['ratio'])} [{', '.join(seed_cells)}]")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "## Stepwise (whole configurations, no interpolation)",
+        "",
+        header,
+        "|" + " --- |" * (3 + 2 * len(BUDGETS)),
+    ]
     for family in families:
         cells = [family, f"{per_epoch[family]:.2f}", f"{check.get(family, math.nan):.2f}"]
         for budget in budgets:
@@ -277,7 +359,7 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
     lines += ["", f"## The limit (from the step timing, in plain epochs at batch {recipe['batch']})", ""]
     lines += [f"- {name}: {value:.3g}" for name, value in limit.items()]
     lines += ["", "## Targets", ""]
-    verdicts = targets(mean_ratios, per_seed, points, budgets, continued=suite.continued, metric=metric,
+    verdicts = targets(read, read_per_seed, points, budgets, continued=suite.continued, metric=metric,
                        lm=suite.domain == "lm")  # fmt: skip
     lines += [f"- {v}" for v in verdicts]
     lines += ["", "## Every configuration (seed means)", "",
@@ -293,7 +375,8 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
             )
     summary = {
         "reference": ref, "budgets": dict(zip(map(str, BUDGETS), budgets, strict=True)), "pretrained": pre,
-        "ratios": mean_ratios, "per_seed": per_seed, "limit": limit, "epoch_cost": per_epoch, "targets": verdicts,
+        "ratios": mean_ratios, "per_seed": per_seed, "read_at_budget": read, "read_at_budget_per_seed": read_per_seed,
+        "limit": limit, "epoch_cost": per_epoch, "targets": verdicts,
         "points": points, "timing": timing, "cpu_check": check,
     }  # fmt: skip
     write_results(out, summary, "\n".join(lines) + "\n")
