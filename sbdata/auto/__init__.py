@@ -20,7 +20,7 @@ from sbdata.auto._gain import (
     tau_from_sums,
 )
 from sbdata.auto._settings import Auto, Keep
-from sbdata.auto._trials import Progress, Verdict, exposures, fit_progress, trial_order, verdict
+from sbdata.auto._trials import Progress, Verdict, exposures, fit_progress, shortfall, trial_order, verdict
 
 __all__ = [
     "Auto",
@@ -37,6 +37,7 @@ __all__ = [
     "progress",
     "score_share",
     "score_sums",
+    "shortfall",
     "shrink_speedup",
     "small_batch_speedup",
     "speedup_range",
