@@ -12,7 +12,8 @@ Exact commands (from the repository root; the recorded run's time is in benchmar
     python -m benchmarks auto all --smoke --jobs 1 --out /tmp/auto   # seconds; what CI runs
 
 Suites (MNIST-1D, generated offline): ``cnn100k`` (the ConvNet, 100,000 samples, 8 epochs), ``mlp100k`` (the MLP,
-16 epochs), ``noisy100k`` (the ConvNet with 20% of the training labels flipped). Arms (``arms.py``): the
+16 epochs), ``noisy100k`` (the ConvNet with 20% of the training labels flipped); by ``run`` only, ``noisy30-100k``
+(30% flipped) and ``cnn20k-noisy30-short`` (20,000 samples, 30% flipped, 6 epochs: 378 loader batches). Arms (``arms.py``): the
 user's recipe (batch 256), the tuned baseline (the pruning benchmark's tuned batch and LR), top-k and random at
 keep 0.25, importance sampling by loss and by gradient norm at keep 0.25 (weighted, unbiased), and ``keep="auto"``
 twice: on importance sampling by gradient norm (weighted; the estimate's own model) and as it comes (``auto-topk``:

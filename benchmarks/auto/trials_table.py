@@ -463,11 +463,53 @@ def plot_trials(
     return path
 
 
+HARM_SUITE = "cnn20k-noisy30-short"  # issue 42: a short run where selection hurts (378 loader batches)
+HARM_ARMS = ("user", "topk-0.25", "auto-topk", "auto-topk-run")
+HARM_POINTS = 0.005  # keep="auto" within half a point of the user's mean final accuracy
+
+
+def harm_table(results: Path, records: dict[str, str]) -> str:
+    """Per seed final accuracy of :data:`HARM_ARMS` on :data:`HARM_SUITE` in each record (``label: prefix``, read from
+    ``<results>/<prefix>-<suite>/runs.jsonl``), the means, and whether each auto arm is within :data:`HARM_POINTS` of
+    the same record's user mean; writes ``<results>/harm/table.md`` and ``summary.json``."""
+    lines = [
+        "| record | arm | seed 0 | seed 1 | seed 2 | mean | to the user's mean |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    summary: dict[str, Any] = {}
+    for label, prefix in records.items():
+        runs = read_jsonl(results / f"{prefix}-{HARM_SUITE}" / "runs.jsonl")
+        by_arm = {arm: sorted((r for r in runs if r["arm"] == arm), key=lambda r: r["seed"]) for arm in HARM_ARMS}
+        user = mean([r["accuracy"] for r in by_arm["user"]])
+        summary[label] = {}
+        for arm, arm_runs in by_arm.items():
+            if not arm_runs:
+                continue
+            accuracy = mean([r["accuracy"] for r in arm_runs])
+            met = "" if not arm.startswith("auto") else (" (met)" if accuracy >= user - HARM_POINTS else " (missed)")
+            seeds = " | ".join(f"{100 * r['accuracy']:.2f}%" for r in arm_runs)
+            lines.append(f"| {label} | {arm} | {seeds} | {100 * accuracy:.2f}% | {100 * (accuracy - user):+.2f}{met} |")
+            reasons = [r["auto"]["reason"] for r in arm_runs if "auto" in r]
+            summary[label][arm] = {"accuracy": [r["accuracy"] for r in arm_runs], "mean": accuracy, "reasons": reasons}
+    text = f"# keep='auto' on {HARM_SUITE}: what its trials cost where selection hurts (issue 42)\n\n" + "\n".join(
+        lines
+    )
+    out = results / "harm"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table.md").write_text(text + "\n")
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return text
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--prefix", default="trials", help="the record's folders: PREFIX-<suite>, the table in PREFIX")
+    parser.add_argument("--harm", action="store_true", help=f"the {HARM_SUITE} table (harm-before-, harm-) instead")
     args = parser.parse_args(argv)
+    if args.harm:
+        print(harm_table(args.results, {"before (ce37b18)": "harm-before", "after": "harm"}))
+        return
     prefix = args.prefix
     suites = {name: read_jsonl(args.results / f"{prefix}-{name}" / "runs.jsonl") for name in SUITES}
     summary: dict[str, Any] = {"suites": {n: summarize(r) for n, r in suites.items() if r}}
