@@ -11,16 +11,16 @@ Exact commands (from the repository root; the recorded run's time is in benchmar
     python -m benchmarks auto report                  # tables, targets, plot -> benchmarks/results/auto/report
     python -m benchmarks auto all --smoke --jobs 1 --out /tmp/auto   # seconds; what CI runs
 
-Suites (MNIST-1D, generated offline): ``cnn100k`` (the ConvNet, 100,000 samples, 8 epochs), ``mlp100k`` (the MLP,
-16 epochs), ``noisy100k`` (the ConvNet with 20% of the training labels flipped); by ``run`` only, ``noisy30-100k``
-(30% flipped) and ``cnn20k-noisy30-short`` (20,000 samples, 30% flipped, 6 epochs: 378 loader batches). Arms (``arms.py``): the
-user's recipe (batch 256), the tuned baseline (the pruning benchmark's tuned batch and LR), top-k and random at
+Suites (MNIST-1D, generated offline): ``cnn100k`` (the ConvNet, 100,000 samples, 8 epochs), ``mlp100k`` (the MLP, 16
+epochs), ``noisy100k`` (the ConvNet with 20% of the training labels flipped); by ``run`` only, ``noisy30-100k`` (30%
+flipped) and ``cnn20k-noisy30-short`` (20,000 samples, 30% flipped, 6 epochs: 378 loader batches). Arms (``arms.py``):
+the user's recipe (batch 256), the tuned baseline (the pruning benchmark's tuned batch and LR), top-k and random at
 keep 0.25, importance sampling by loss and by gradient norm at keep 0.25 (weighted, unbiased), and ``keep="auto"``
 twice: on importance sampling by gradient norm (weighted; the estimate's own model) and as it comes (``auto-topk``:
-top-k on the loss, every option at its default). Every arm trains the suite's epochs; runs are
-interleaved (per seed, every arm in turn, rotating), appended to ``<out>/<suite>/runs.jsonl`` as they end (a rerun
-continues), and timed in this thread's CPU seconds (two benchmark processes share the two cores; wall seconds of a
-run moved by 15-40% with what ran beside it), with torch on one thread and the allocator pinned (``harness/timing.py``).
+top-k on the loss, every option at its default). Every arm trains the suite's epochs; runs are interleaved (per seed,
+every arm in turn, rotating), appended to ``<out>/<suite>/runs.jsonl`` as they end (a rerun continues), and timed in
+this thread's CPU seconds (two benchmark processes share the two cores; wall seconds of a run moved by 15-40% with
+what ran beside it), with torch on one thread and the allocator pinned (``harness/timing.py``).
 """
 
 from __future__ import annotations
