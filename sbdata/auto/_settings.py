@@ -10,9 +10,11 @@ errors (:func:`~sbdata.auto.verdict`); otherwise training goes on as plain, as t
 re-checks each decision (selection can stop paying, or start to, as training goes on), ``2 every`` loader batches
 later, twice as long after each verdict that repeats the last; while selection is on it stays on unless a trial
 measures it below whole batches. Trial windows are training, not discarded work: plain windows train as the user
-would, selection windows as a fixed share would. Decisions are read from copies issued a window earlier, so they
-never wait for the device, and under ``torch.distributed`` one ``all_reduce`` of the trial's sums makes every rank
-decide alike.
+would, selection windows as a fixed share would, so a trial bounds their harm: a selection window measured below
+whole batches stops it at once (``stop_z``), and where the run's length is known (``run``) a trial whose selection
+windows would take too much of the run left is not run (``trial_share``). Decisions are read from copies issued a
+window earlier, so they never wait for the device, and under ``torch.distributed`` one ``all_reduce`` of the trial's
+sums makes every rank decide alike.
 """
 
 from __future__ import annotations
