@@ -613,6 +613,26 @@ def test_ranks_decide_alike():
     assert first["history"][0][1] == 0.0 and first["history"][0][4] == pytest.approx(0.5 * PER_SECOND, rel=1e-4)
 
 
+def stop_on_rank(rank: int) -> dict[str, Any]:
+    """On one of 2 gloo ranks: selection loses ground fast on rank 0 (-0.05 a batch) and gains on rank 1 (+0.01)."""
+    model = Planted()
+    sb = SBLoader(batches(64), model, planted_loss, keep=settings())
+    sizes = train(sb, model, 0.01, -0.05 if rank == 0 else 0.01)
+    return {"sizes": sizes, "history": sb.stats.auto_decisions, "reason": sb.stats.auto_reason}
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_ranks_stop_a_trial_alike():
+    # window 1's averaged theta is -0.095 on rank 0 and 0.115 on rank 1 (levels -1.095 and -0.885 over 32 samples
+    # each: -0.99, standard error 0.013) against whole batches' 0.055 on both (-0.945): 3.4 standard errors below,
+    # so both ranks stop at batch 20, although rank 1 alone gains ground
+    first, second = launch_ranks(stop_on_rank, world=2, timeout=120)  # 120 s: a hang guard only
+    assert first["sizes"] == second["sizes"] == [B] * 8 + [keep_count(0.25, B)] * 12 + [B] * 44
+    assert [d[:2] for d in first["history"]] == [d[:2] for d in second["history"]] == [(20.0, 0.0)]
+    assert first["reason"] == second["reason"] and "the trial stopped at its window 2 of 8" in first["reason"]
+
+
 def skip_on_rank(rank: int) -> dict[str, Any]:
     """On one of 2 gloo ranks: rank 1's batches hold 8 samples (keep 0.25 keeps 2, fewer than min_kept=3), rank 0's
     16 (4 kept): neither rank trials."""
