@@ -309,8 +309,9 @@ class AutoController:
         """Decide for whole batches without a trial: the run left is too short for its selection windows."""
         gap = self._settle_on(False)
         run, share = self.settings.run, self.settings.trial_share
+        assert run is not None  # _too_dear: a known length
         self._record(step, f"whole batches, no trial: its selection windows ({self._selection_batches()} loader "
-                           f"batches) would take more than trial_share={share:g} of the {run - step if run else 0} "
+                           f"batches) would take more than trial_share={share:g} of the {run - step} "
                            f"batches left in this run of {run} (where selection hurts, the batches after a trial "
                            "repair what its selection windows did, and these are too few); pass "
                            f"Auto(trial_share=...) to allow more; next check in {gap} batches",
