@@ -83,12 +83,14 @@ class Auto:
             did, and a short run has too few: on MNIST-1D 20k with 30% of the labels flipped (378 loader batches),
             top-k 0.25 for 12 batches cost 1 point of test accuracy and auto's 48 cost 11. Default 0.125: the
             defaults' trial takes 0.105 of the ConvNet's 8 epochs of 313 batches and 0.15 of those 378.
-        stop_z: a trial stops at once, for whole batches, when a selection window's measured level (the quality
-            of its averaged model) falls this many standard errors (its own and whole batches' level's, from the
-            measured samples' spread) below the level of the last whole-batch window before it: whole batches
-            would not have lost ground, so selection's progress there is below theirs. Checked as each
-            selection window's measurement lands (``window`` loader batches after it is made, as for the verdict:
-            no wait for the device). A number > 0; ``math.inf`` never stops. Default 2.0.
+        stop_z: a trial while selection is off stops at once, for whole batches, when a selection window's
+            measured level (the quality of its averaged model) falls this many standard errors (its own and whole
+            batches' level's, from the measured samples' spread) below the level of the last whole-batch window
+            before it: whole batches would not have lost ground, so selection's progress there is below theirs.
+            Checked as each selection window's measurement lands (``window`` loader batches after it is made, as
+            for the verdict: no wait for the device). Not while selection is on: its windows are then what the run
+            does anyway, and the exit test decides (on the MNIST-1D MLP's plateau a stop there turned a measured
+            win off on one seed of three). A number > 0; ``math.inf`` never stops. Default 2.0.
     """
 
     keeps: tuple[float, ...] = (0.25,)

@@ -318,10 +318,14 @@ class AutoController:
                      trial=False)  # fmt: skip
 
     def _stop_if_harmful(self, position: int, step: int) -> None:
-        """At routed batch ``position``: where a selection window's measurement landed (``window`` batches after it
-        was made: no wait), stop the trial for whole batches if its level fell ``stop_z`` standard errors below
-        the last whole-batch window's (:func:`~sbdata.auto.shortfall`). One ``all_reduce`` of six numbers per
+        """At routed batch ``position``, while selection is off (a trial's selection windows are then extra harm
+        against what the run does; while it is on they are what it does, and the exit test decides): where a
+        selection window's measurement landed (``window`` batches after it was made: no wait), stop the trial for
+        whole batches if its level fell ``stop_z`` standard errors below the last whole-batch window's
+        (:func:`~sbdata.auto.shortfall`). One ``all_reduce`` of six numbers per
         selection window under ``torch.distributed``, so that every rank stops alike."""
+        if self.on:  # selection is what the run does between trials: the exit test's verdict decides
+            return
         span, relative = self._span(), position - self.trial_start
         measured = relative // span - 2  # the window whose measurement was made a window ago
         if relative <= 0 or relative % span or not 0 <= measured < len(self.order) or not self.order[measured]:
