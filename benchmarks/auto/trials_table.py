@@ -491,14 +491,45 @@ def harm_table(results: Path, records: dict[str, str]) -> str:
             lines.append(f"| {label} | {arm} | {seeds} | {100 * accuracy:.2f}% | {100 * (accuracy - user):+.2f}{met} |")
             reasons = [r["auto"]["reason"] for r in arm_runs if "auto" in r]
             summary[label][arm] = {"accuracy": [r["accuracy"] for r in arm_runs], "mean": accuracy, "reasons": reasons}
-    text = f"# keep='auto' on {HARM_SUITE}: what its trials cost where selection hurts (issue 42)\n\n" + "\n".join(
-        lines
-    )
+    title = f"# keep='auto' on {HARM_SUITE}: what its trials cost where selection hurts (issue 42)"
+    text = title + "\n\n" + "\n".join(lines)
+    checks = harm_check_lines(results)
+    if checks:
+        text += "\n\nThe recorded suites with the bounds (`harm-check-<suite>`), beside the evals32 record:\n\n"
+        text += "\n".join(checks)
     out = results / "harm"
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(text + "\n")
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return text
+
+
+def harm_check_lines(results: Path) -> list[str]:
+    """The recorded suites rerun with the bounds (``harm-check-<suite>``) beside the ``evals32`` record's
+    ``auto-topk``: per seed final accuracy, the share of batches selected, and each decision (``on``/``off`` at its
+    loader batch; "stopped early" where the early stop ended a trial)."""
+    lines: list[str] = []
+    for name in SUITES:
+        now = read_jsonl(results / f"harm-check-{name}" / "runs.jsonl")
+        recorded = read_jsonl(results / f"evals32-{name}" / "runs.jsonl")
+        before = {r["seed"]: r for r in recorded if r["arm"] == "auto-topk"}
+        for run in sorted(now, key=lambda r: (r["arm"], r["seed"])):
+            old = before.get(run["seed"])
+            if old is None:
+                continue
+            if not lines:
+                lines = ["| suite | arm | seed | accuracy (evals32's auto-topk) | selected share (evals32's) "
+                         "| first verdict's measured speed-up, live clock (evals32's) | decisions |",
+                         "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+            decisions = ", ".join(f"{'on' if on else 'off'} at {at:g}" for at, on, *_ in run["auto"]["history"])
+            stopped = " (stopped early)" if "the trial stopped" in run["auto"]["reason"] else ""
+            accuracy = f"{100 * run['accuracy']:.2f}% ({100 * old['accuracy']:.2f}%)"
+            share = f"{run['auto']['on_share']:.3f} ({old['auto']['on_share']:.3f})"
+            speed = f"{run['auto']['history'][0][4]:.2f}x ({old['auto']['history'][0][4]:.2f}x)"
+            lines.append(
+                f"| {name} | {run['arm']} | {run['seed']} | {accuracy} | {share} | {speed} | {decisions}{stopped} |"
+            )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -88,7 +88,9 @@ class Auto:
             batches' level's, from the measured samples' spread) below the level of the last whole-batch window
             before it: whole batches would not have lost ground, so selection's progress there is below theirs.
             Checked as each selection window's measurement lands (``window`` loader batches after it is made, as
-            for the verdict: no wait for the device). Not while selection is on: its windows are then what the run
+            for the verdict: no wait for the device). The next trial comes when it would have after the trial's
+            verdict (an earlier one would land where fewer batches are left to repair it). Not while selection is
+            on: its windows are then what the run
             does anyway, and the exit test decides (on the MNIST-1D MLP's plateau a stop there turned a measured
             win off on one seed of three). A number > 0; ``math.inf`` never stops. Default 2.0.
     """

@@ -342,15 +342,20 @@ class AutoController:
             self._stop(step, measured, errors)
 
     def _stop(self, step: int, measured: int, errors: float) -> None:
-        """End the trial now for whole batches: window ``measured`` lost ground against whole batches."""
+        """End the trial now for whole batches: window ``measured`` lost ground against whole batches. The next
+        trial comes when it would have after this trial's verdict for whole batches (stopping changes what the
+        trial's last windows train on, not when the run is trialled again: an earlier re-trial would land later
+        in the run, where fewer batches are left to repair it)."""
         self.copies, self.averaged = [], 0
         self.sums = torch.zeros(SUMS, dtype=torch.float64, device=self.device)
         self.trials += 1
         keep = self.keeps[self.order[measured] - 1]
-        gap = self._settle_on(False)
+        verdict_at = self.trial_start + len(self.order) * self._span() + self.settle + self.window
+        self.trial_start = verdict_at + self._settle_on(False)
+        wait = self.trial_start - (self.routed - 1)
         self._record(step, f"whole batches: the trial stopped at its window {measured + 1} of {len(self.order)}, "
                            f"whose model at keep {keep:g} measured {-errors:.1f} standard errors below the level "
-                           f"of whole batches' last window (stop_z={self.settings.stop_z:g}); next trial in {gap} "
+                           f"of whole batches' last window (stop_z={self.settings.stop_z:g}); next trial in {wait} "
                            "batches")  # fmt: skip
 
     def _record(self, step: int, reason: str, trial: bool = True) -> None:

@@ -292,7 +292,8 @@ def test_a_selection_window_that_loses_ground_stops_the_trial_at_once():
     assert stats.auto_reason.startswith(
         "trial 1: whole batches: the trial stopped at its window 2 of 8, whose model at keep 0.25 measured "
     )
-    assert stats.auto_reason.endswith("below the level of whole batches' last window (stop_z=2); next trial in 2000 "
+    # the next trial comes when it would have after the full trial's verdict (batch 56): 56 + 2 * 1000 - 20
+    assert stats.auto_reason.endswith("below the level of whole batches' last window (stop_z=2); next trial in 2036 "
                                       "batches")  # fmt: skip
     messages = [w for w in caught if "keep='auto'" in str(w.message)]
     assert [str(w.message) for w in messages] == [f"sbdata keep='auto': {stats.auto_reason}"]
@@ -411,11 +412,12 @@ def test_each_verdict_for_whole_batches_in_a_row_doubles_the_wait():
     sb = SBLoader(batches(300), model, planted_loss, keep=settings(every=10))
     sizes = train(sb, model, plain=0.01, selected=-0.01)  # selection always undoes progress
     steps = [step for step, *_ in sb.stats.auto_decisions]
-    # trial n + 1 starts 20, 40, 80, 160 batches after decision n; each stops 18 batches after it starts (its first
-    # selection window's level lands below whole batches', a window after it was made)
-    assert steps == [20, 20 + 20 + 18, 20 + 20 + 18 + 40 + 18, 20 + 20 + 18 + 40 + 18 + 80 + 18]
+    # each trial stops 18 batches after it starts (its first selection window's level lands below whole batches', a
+    # window after it was made); trial n + 1 starts 20, 40, 80 batches after the batch where trial n's verdict
+    # would have landed (54 after its start): trials from 2, 76 and 170, stopped at 20, 94 and 188, the next at 304
+    assert steps == [2 + 18, 2 + 54 + 20 + 18, 2 + 54 + 20 + 54 + 40 + 18]
     assert all(on == 0.0 for _, on, *_ in sb.stats.auto_decisions)
-    assert sb.stats.auto_reason.endswith("next trial in 160 batches") and len(sizes) == 300
+    assert sb.stats.auto_reason.endswith(f"next trial in {304 - 188} batches") and len(sizes) == 300
 
 
 def test_measurement_has_no_side_effects_on_the_model_or_the_rngs():
