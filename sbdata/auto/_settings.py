@@ -90,9 +90,9 @@ class Auto:
             Checked as each selection window's measurement lands (``window`` loader batches after it is made, as
             for the verdict: no wait for the device). The next trial comes when it would have after the trial's
             verdict (an earlier one would land where fewer batches are left to repair it). Not while selection is
-            on: its windows are then what the run
-            does anyway, and the exit test decides (on the MNIST-1D MLP's plateau a stop there turned a measured
-            win off on one seed of three). A number > 0; ``math.inf`` never stops. Default 2.0.
+            on: its windows are then what the run does anyway, and the exit test decides (on the MNIST-1D MLP's
+            plateau a stop there turned a measured win off on one seed of three). A number > 0; ``math.inf`` never
+            stops. Default 2.0.
     """
 
     keeps: tuple[float, ...] = (0.25,)
