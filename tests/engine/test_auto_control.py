@@ -523,6 +523,19 @@ def test_a_state_saved_with_another_keep_mode_refuses_to_load():
         fixed.load_state_dict(roundtrip(auto.state_dict()))
 
 
+def test_a_state_saved_with_other_bounds_on_a_trials_harm_refuses_to_load():
+    # the bounds are in the options fingerprint (Auto.describe): a resumed run decides under the settings it saved
+    saved = SBLoader(batches(2), Planted(), planted_loss, keep=settings(run=100)).state_dict()
+    for other in ({"run": 200}, {"trial_share": 0.25}, {"stop_z": 3.0}):
+        name, value = next(iter(other.items()))
+        loader = SBLoader(batches(2), Planted(), planted_loss, keep=settings(**{"run": 100, **other}))
+        with pytest.raises(
+            ValueError, match=rf"saved with keep='auto\(.*\)' but this loader has keep='auto\(.*{name}={value}"
+        ):
+            loader.load_state_dict(roundtrip(saved))
+    SBLoader(batches(2), Planted(), planted_loss, keep=settings(run=100)).load_state_dict(roundtrip(saved))
+
+
 # ----------------------------------------------------------------------------------------------- front ends
 def front_end_run(make: Callable[[Planted], Iterable[Any]]) -> tuple[list[int], Any]:
     model = Planted()
