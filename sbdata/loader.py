@@ -83,8 +83,10 @@ class SBLoader(EngineFront):
                 f"loader must be an iterable of batches or a zero-argument factory of one, got {type(loader).__name__}"
             )
         self.loader = loader
-        # keep= decoded once, keep="auto"'s trials sized to the epoch (a loader without a length is a stream)
-        options["keep"] = Keep.from_input(options.get("keep"), epoch_length(loader))
+        # keep= decoded once, keep="auto"'s trials sized to the epoch (a loader without a length is a stream) and
+        # bounded by the run's length when a Schedule gives it
+        run = getattr(options.get("schedule"), "total_steps", None)  # None: no Schedule, or one without a length
+        options["keep"] = Keep.from_input(options.get("keep"), epoch_length(loader), run)
         self.engine = SelectionEngine(model, loss_fn, **options)
         self._order = SamplerOrder(loader)
         self._stateless = not (

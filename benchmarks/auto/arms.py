@@ -62,6 +62,8 @@ class SelectArm(OwnRecipe):
         first: with ``before_verdict``, the loader batches that phase lasts instead of :func:`plain_before_verdict`,
             an int >= 1 (the ``topk-0.25-after-<n>`` arms: how the bound on measuring first moves with the batch of
             the first verdict); None: as many as ``keep="auto"``'s defaults.
+        run: ``keep="auto"`` only: tell it the run's length, ``Auto(run=epochs * batches per epoch)`` (what a
+            Schedule's ``total_steps`` tells it), which bounds its trials' harm (``Auto.trial_share``).
     """
 
     name: str
@@ -74,6 +76,7 @@ class SelectArm(OwnRecipe):
     auto: tuple[tuple[str, Any], ...] = ()
     before_verdict: Literal["plain", "select"] | None = None
     first: int | None = None
+    run: bool = False
 
     def build(self, model, split, *, family: str, batch: int, epochs: int, seed: int) -> tuple[Any, Probe]:
         source = ShuffledBatches(split.fields(), self.batch, seed)
@@ -81,7 +84,8 @@ class SelectArm(OwnRecipe):
             return source, Probe(len(source))
         keep: Any = self.keep
         if self.keep == "auto":
-            keep = Auto(decisions_kept=DECISIONS_KEPT, **dict(self.auto))
+            length = {"run": epochs * len(source)} if self.run else {}
+            keep = Auto(decisions_kept=DECISIONS_KEPT, **length, **dict(self.auto))
         schedule = None
         if self.before_verdict is not None:
             total = epochs * len(source)
@@ -155,6 +159,8 @@ def ablation_arms(user: dict[str, Any]) -> list[SelectArm]:
       first-verdict points: the bound on any measure-plain-first design whose first verdict lands at batch ``n``).
     - The small-batch control ``small-64``: the user's recipe at batch ``ceil(0.25 B)`` (64), its LR unchanged, on
       every sample (why a win at keep 0.25 wins: a smaller batch alone, or the choice of samples).
+    - ``auto-topk-run``: ``auto-topk`` told the run's length (``Auto(run=...)``, as a Schedule's ``total_steps``
+      would), so that its trials' harm is bounded by the run left (issue 42).
     """
     b, lr = user["batch"], user["lr"]
     return [
@@ -168,6 +174,7 @@ def ablation_arms(user: dict[str, Any]) -> list[SelectArm]:
             for n in FIRST_VERDICTS
         ),
         SelectArm(f"small-{math.ceil(0.25 * b)}", math.ceil(0.25 * b), lr),
+        SelectArm("auto-topk-run", b, lr, policy="topk", keep="auto", run=True),
     ]
 
 

@@ -457,13 +457,86 @@ def plot_trials(
     return path
 
 
+HARM_SUITE = "cnn20k-noisy30-short"  # issue 42: a short run where selection hurts (378 loader batches)
+HARM_ARMS = ("user", "topk-0.25", "auto-topk", "auto-topk-run")
+HARM_POINTS = 0.005  # keep="auto" within half a point of the user's mean final accuracy
+
+
+def harm_table(results: Path, records: dict[str, str]) -> str:
+    """Per seed final accuracy of :data:`HARM_ARMS` on :data:`HARM_SUITE` in each record (``label: prefix``, read from
+    ``<results>/<prefix>/<suite>/runs.jsonl``), the means, and whether each auto arm is within :data:`HARM_POINTS` of
+    the same record's user mean; writes ``<results>/harm/report/table.md`` and ``summary.json``."""
+    lines = [
+        "| record | arm | seed 0 | seed 1 | seed 2 | mean | to the user's mean |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    summary: dict[str, Any] = {}
+    for label, prefix in records.items():
+        runs = read_jsonl(results / prefix / HARM_SUITE / "runs.jsonl")
+        by_arm = {arm: sorted((r for r in runs if r["arm"] == arm), key=lambda r: r["seed"]) for arm in HARM_ARMS}
+        user = mean([r["accuracy"] for r in by_arm["user"]])
+        summary[label] = {}
+        for arm, arm_runs in by_arm.items():
+            if not arm_runs:
+                continue
+            accuracy = mean([r["accuracy"] for r in arm_runs])
+            met = "" if not arm.startswith("auto") else (" (met)" if accuracy >= user - HARM_POINTS else " (missed)")
+            seeds = " | ".join(f"{100 * r['accuracy']:.2f}%" for r in arm_runs)
+            lines.append(f"| {label} | {arm} | {seeds} | {100 * accuracy:.2f}% | {100 * (accuracy - user):+.2f}{met} |")
+            reasons = [r["auto"]["reason"] for r in arm_runs if "auto" in r]
+            summary[label][arm] = {"accuracy": [r["accuracy"] for r in arm_runs], "mean": accuracy, "reasons": reasons}
+    title = f"# keep='auto' on {HARM_SUITE}: what its trials cost where selection hurts (issue 42)"
+    text = title + "\n\n" + "\n".join(lines)
+    checks = harm_check_lines(results)
+    if checks:
+        text += "\n\nThe recorded suites with the bounds (`harm-check/<suite>`), beside the evals32 record:\n\n"
+        text += "\n".join(checks)
+    out = results / "harm" / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table.md").write_text(text + "\n")
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return text
+
+
+def harm_check_lines(results: Path) -> list[str]:
+    """The recorded suites rerun with the bounds (``harm-check/<suite>``) beside the ``evals32`` record's
+    ``auto-topk``: per seed final accuracy, the share of batches selected, and each decision (``on``/``off`` at its
+    loader batch; "stopped early" where the early stop ended a trial)."""
+    lines: list[str] = []
+    for name in SUITES:
+        now = read_jsonl(results / "harm-check" / name / "runs.jsonl")
+        recorded = read_jsonl(results / "evals32" / name / "runs.jsonl")
+        before = {r["seed"]: r for r in recorded if r["arm"] == "auto-topk"}
+        for run in sorted(now, key=lambda r: (r["arm"], r["seed"])):
+            old = before.get(run["seed"])
+            if old is None:
+                continue
+            if not lines:
+                lines = ["| suite | arm | seed | accuracy (evals32's auto-topk) | selected share (evals32's) "
+                         "| first verdict's measured speed-up, live clock (evals32's) | decisions |",
+                         "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+            decisions = ", ".join(f"{'on' if on else 'off'} at {at:g}" for at, on, *_ in run["auto"]["history"])
+            stopped = " (stopped early)" if "the trial stopped" in run["auto"]["reason"] else ""
+            accuracy = f"{100 * run['accuracy']:.2f}% ({100 * old['accuracy']:.2f}%)"
+            share = f"{run['auto']['on_share']:.3f} ({old['auto']['on_share']:.3f})"
+            speed = f"{run['auto']['history'][0][4]:.2f}x ({old['auto']['history'][0][4]:.2f}x)"
+            lines.append(
+                f"| {name} | {run['arm']} | {run['seed']} | {accuracy} | {share} | {speed} | {decisions}{stopped} |"
+            )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument(
         "--prefix", default="trials", help="the record: its suites in PREFIX/<suite>, the table in PREFIX/report"
     )
+    parser.add_argument("--harm", action="store_true", help=f"the {HARM_SUITE} table (harm/before, harm/after)")
     args = parser.parse_args(argv)
+    if args.harm:
+        print(harm_table(args.results, {"before (ce37b18)": "harm-before", "after": "harm"}))
+        return
     prefix = args.prefix
     suites = {name: read_jsonl(args.results / prefix / name / "runs.jsonl") for name in SUITES}
     summary: dict[str, Any] = {"suites": {n: summarize(r) for n, r in suites.items() if r}}

@@ -35,6 +35,7 @@ RECIPE_SUITES = {  # the user's-recipe suites (auto, calibration): name: (sample
     "mlp100k": (100_000, "mlp", 0.0, 16),
     "noisy100k": (100_000, "cnn", 0.2, 8),
     "noisy30-100k": (100_000, "cnn", 0.3, 8),  # issue 28's second flipped-label suite (auto trials only)
+    "cnn20k-noisy30-short": (20_000, "cnn", 0.3, 6),  # issue 42: a short noisy run (378 loader batches; auto only)
 }
 
 

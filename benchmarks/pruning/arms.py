@@ -40,7 +40,8 @@ class PruneArm(OwnRecipe):
         batch: training (loader) batch size.
         lr: peak LR of the one-cycle schedule.
         prune: pruning share ``r`` of the sampler (None: no sampler, every sample every epoch).
-        rule: the sampler's policy name (``"infobatch"`` or ``"random"``).
+        rule: the sampler's rule name (``"infobatch"``, ``"random"``, or ``"top_losses"``: top-k by last loss plus a
+            re-check share, whose shares are its own, ``prune`` only switching it on).
         anneal: share of final epochs on the full data.
         sb_keep: with a float, SBLoader (top-k, shrink layout) keeps this share of each batch, with the cache.
         staleness: the cache's staleness for SB (epochs).
@@ -97,6 +98,7 @@ def arms(best: dict[str, Any]) -> list[PruneArm]:
         PruneArm("baseline-tuned", b, lr),
         PruneArm("prune", b, lr, prune=0.5),
         PruneArm("prune-random", b, lr, prune=0.5, rule="random"),
+        PruneArm("prune-top-losses", b, lr, prune=0.5, rule="top_losses"),  # issue 42: top 25% + 10% re-checked
         PruneArm("prune+sb", b, lr, prune=0.5, sb_keep=0.5),
         PruneArm("sb-cache", b, lr, sb_keep=0.5),
     ]

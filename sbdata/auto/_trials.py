@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["fit_progress", "trial_order", "verdict"]
+__all__ = ["fit_progress", "shortfall", "trial_order", "verdict"]
 
 RATIO_ERRORS = 2.0  # plain's progress must clear zero by this many standard errors for a speed-up ratio
 
@@ -198,6 +198,31 @@ def verdict(
         f"by more than {_errors(z)} (when in doubt, whole batches)"
     )
     return Verdict(0, tuple(speedups), tuple(contrasts), reason)
+
+
+def shortfall(selection: Sequence[float], plain: Sequence[float]) -> float:
+    """How far a selection window's level stands above whole batches' last one, in standard errors (negative: below).
+
+    The early stop of a trial (``Auto.stop_z``): whole batches do not lose ground while the run is still learning,
+    so a selection window whose level falls below the level of the last whole-batch window before it made less
+    progress than whole batches would have. Each level is the mean quality of the samples that measured it; its
+    variance is their spread over their count, and the two are independent (different samples, different models).
+
+    Args:
+        selection: the selection window's ``(sum q, count, sum q^2)`` over its measured samples.
+        plain: the same of the last whole-batch window before it.
+
+    Returns:
+        ``(L_s - L_p) / sqrt(var_s / n_s + var_p / n_p)``; NaN where a window measured fewer than 2 samples; +-inf
+        where both spreads are 0 and the levels differ.
+    """
+    (sum_s, n_s, squares_s), (sum_p, n_p, squares_p) = (tuple(float(v) for v in w) for w in (selection, plain))
+    if n_s < 2 or n_p < 2:
+        return math.nan
+    level_s, level_p = sum_s / n_s, sum_p / n_p
+    spread_s = max(0.0, squares_s / n_s - level_s * level_s) * n_s / (n_s - 1)  # the unbiased sample variance
+    spread_p = max(0.0, squares_p / n_p - level_p * level_p) * n_p / (n_p - 1)
+    return _in_errors(level_s - level_p, spread_s / n_s + spread_p / n_p)
 
 
 def _in_errors(value: float, variance: float) -> float:

@@ -17,6 +17,7 @@ from sbdata.auto import (
     fit_progress,
     score_share,
     score_sums,
+    shortfall,
     shrink_speedup,
     tau_from_sums,
     trial_order,
@@ -26,7 +27,9 @@ from sbdata.batch import HostCopy
 from sbdata.engine._cost_meter import CostMeter
 from sbdata.policies import keep_count
 
-SUMS = 6  # per measured part: quality sum and count; the SB steps' score sum, sum of squares, count; SB steps
+SUMS = 7  # per measured part: quality sum and count; the SB steps' score sum, sum of squares, count; SB steps;
+# quality sum of squares (the level's standard error, for the early stop)
+LEVEL = (0, 1, 6)  # the positions of a measured part's quality sum, count and sum of squares
 
 
 class Route(NamedTuple):
@@ -48,18 +51,19 @@ class Route(NamedTuple):
 
 
 def quality_sums(quality: torch.Tensor) -> torch.Tensor:
-    """``[sum q, count, 0, 0, 0, 0]`` over a batch's finite qualities, float64 on their device (no
+    """``[sum q, count, 0, 0, 0, 0, sum q^2]`` over a batch's finite qualities, float64 on their device (no
     synchronisation)."""
     q = quality.detach().to(torch.float64)
     finite = torch.isfinite(q)
-    head = torch.stack([torch.where(finite, q, 0.0).sum(), finite.sum(dtype=torch.float64)])
-    return torch.cat([head, head.new_zeros(SUMS - 2)])
+    kept = torch.where(finite, q, 0.0)
+    head = torch.stack([kept.sum(), finite.sum(dtype=torch.float64)])
+    return torch.cat([head, head.new_zeros(SUMS - 3), (kept * kept).sum().reshape(1)])
 
 
 def step_sums(scores: torch.Tensor) -> torch.Tensor:
-    """``[0, 0, sum s, sum s^2, count, 1]`` of an SB step's finite scores (for ``tau``; no synchronisation)."""
+    """``[0, 0, sum s, sum s^2, count, 1, 0]`` of an SB step's finite scores (for ``tau``; no synchronisation)."""
     sums = score_sums(scores).to(torch.float64)
-    return torch.cat([sums.new_zeros(2), sums, sums.new_ones(1)])
+    return torch.cat([sums.new_zeros(2), sums, sums.new_ones(1), sums.new_zeros(1)])
 
 
 class AutoController:
@@ -147,6 +151,9 @@ class AutoController:
             few = self._too_few()
             if few:
                 self._skip(step, few)
+            elif self._too_dear(step):
+                self._skip_dear(step)
+        self._stop_if_harmful(position, step)
         windows, span = len(self.order), self._span()
         relative = position - self.trial_start
         window, offset = relative // span, relative % span
@@ -249,7 +256,7 @@ class AutoController:
             values = self.lockstep.reduce_sum(values)  # every rank decides from the same numbers
         world = 1 if self.lockstep is None else self.lockstep.world
         sums = [values[SUMS * j : SUMS * (j + 1)] for j in range(windows)]
-        total, squares, count, steps = (sum(row[i] for row in sums) for i in range(2, SUMS))
+        total, squares, count, steps = (sum(row[i] for row in sums) for i in range(2, 6))
         tail = values[SUMS * windows :]
         if tail[0] < world or any(row[1] <= 0 for row in sums) or steps <= 0:  # no verdict: the last one stands
             standing = f"Selection stays on at keep {self.keep:g}" if self.on else "Training stays on whole batches"
@@ -304,9 +311,73 @@ class AutoController:
         else:
             what = (f"keep {keep:g} keeps fewer than min_kept={least} samples per batch on {few} of "
                     f"{self.lockstep.world} ranks (here {kept} of {self.largest})")  # fmt: skip
-        self._record(step, f"whole batches, no trial: {what} (a step on so few samples is noise, and breaks "
-                           f"BatchNorm); pass Auto(keeps=...) with larger shares, or a larger batch; next check in "
+        self._record(step, f"Whole batches, no trial: {what}. A step on so few samples is noise, and breaks "
+                           f"BatchNorm. Pass Auto(keeps=...) with larger shares, or a larger batch. Next check in "
                            f"{gap} batches", trial=False)  # fmt: skip
+
+    # ----------------------------------------------------------------- the bound on a trial's harm
+    def _selection_batches(self) -> int:
+        """Loader batches of a trial's selection windows."""
+        return self._span() * sum(1 for arm in self.order if arm)
+
+    def _too_dear(self, step: int) -> bool:
+        """Whether a trial starting at loader batch ``step`` would take more than ``trial_share`` of the known run's
+        batches left (False where the run's length is not known). The same on every rank: no communication."""
+        run = self.settings.run
+        return run is not None and self._selection_batches() > self.settings.trial_share * (run - step)
+
+    def _skip_dear(self, step: int) -> None:
+        """Decide for whole batches without a trial: the run left is too short for its selection windows."""
+        gap = self._settle_on(False)
+        run, share = self.settings.run, self.settings.trial_share
+        assert run is not None  # _too_dear: a known length
+        self._record(step, f"Whole batches, no trial: a trial's selection windows ({self._selection_batches()} "
+                           f"loader batches) would take more than trial_share={share:g} of the {run - step} batches "
+                           f"left in this run of {run}. Where selection hurts, the batches after a trial must repair "
+                           "what its selection windows did, and these are too few. Pass Auto(trial_share=...) to "
+                           f"allow more. Next check in {gap} batches", trial=False)  # fmt: skip
+
+    def _stop_if_harmful(self, position: int, step: int) -> None:
+        """At routed batch ``position``, while selection is off (a trial's selection windows are then extra harm
+        against what the run does; while it is on they are what it does, and the exit test decides): where a
+        selection window's measurement landed (``window`` batches after it was made: no wait), stop the trial for
+        whole batches if its level fell ``stop_z`` standard errors below the last whole-batch window's
+        (:func:`~sbdata.auto.shortfall`). One ``all_reduce`` of six numbers per
+        selection window under ``torch.distributed``, so that every rank stops alike."""
+        if self.on:  # selection is what the run does between trials: the exit test's verdict decides
+            return
+        span, relative = self._span(), position - self.trial_start
+        measured = relative // span - 2  # the window whose measurement was made a window ago
+        if relative <= 0 or relative % span or not 0 <= measured < len(self.order) or not self.order[measured]:
+            return
+        plain = [i for i in range(measured) if self.order[i] == 0]
+        if not plain or len(self.copies) <= measured:
+            return
+        rows = [self.copies[measured].value().tolist(), self.copies[plain[-1]].value().tolist()]
+        values = [float(row[i]) for row in rows for i in LEVEL]
+        if self.lockstep is not None:
+            values = self.lockstep.reduce_sum(values)
+        errors = shortfall(values[:3], values[3:])
+        if errors < -self.settings.stop_z:  # NaN compares False: no stop
+            self._stop(step, measured, errors)
+
+    def _stop(self, step: int, measured: int, errors: float) -> None:
+        """End the trial now for whole batches: window ``measured`` lost ground against whole batches. The next
+        trial comes when it would have after this trial's verdict for whole batches (stopping changes what the
+        trial's last windows train on, not when the run is trialled again: an earlier re-trial would land later
+        in the run, where fewer batches are left to repair it)."""
+        self.copies, self.averaged = [], 0
+        self.sums = torch.zeros(SUMS, dtype=torch.float64, device=self.device)
+        self.trials += 1
+        keep = self.keeps[self.order[measured] - 1]
+        verdict_at = self.trial_start + len(self.order) * self._span() + self.settle + self.window
+        self.trial_start = verdict_at + self._settle_on(False)
+        wait = self.trial_start - (self.routed - 1)
+        self._record(step, f"Decided: train on whole batches, without finishing the trial: in window {measured + 1} "
+                           f"of {len(self.order)}, the model trained keeping {keep:g} of each batch measured "
+                           f"{-errors:.1f} standard errors below whole batches' last window, past the limit of "
+                           f"stop_z={self.settings.stop_z:g}, so the trial stopped there to bound its harm. Next "
+                           f"trial in {wait} batches")  # fmt: skip
 
     def _record(self, step: int, reason: str, trial: bool = True) -> None:
         decision = [float(step), float(self.on), self.keep, self.tau, self.speedup]

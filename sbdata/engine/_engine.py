@@ -88,7 +88,8 @@ class SelectionEngine:
         process_group: Any = None,
         lazy_columns: bool = False,
     ) -> None:
-        self.keep = Keep.from_input(keep)  # a front end's decoded Keep as it is; a bare engine's sized as a stream's
+        # a front end's decoded Keep as it is; a bare engine's sized as a stream's, bounded by the schedule's length
+        self.keep = Keep.from_input(keep, None, getattr(schedule, "total_steps", None))
         _options.check_engine_options(model, schedule, batch_size, drop_last)
         self.model = model
         self.schedule = schedule if schedule is not None else Schedule()

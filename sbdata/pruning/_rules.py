@@ -17,7 +17,7 @@ import math
 
 import torch
 
-__all__ = ["below_percentile", "infobatch", "random_like_infobatch"]
+__all__ = ["below_percentile", "infobatch", "random_like_infobatch", "top_losses"]
 
 
 def _prune_among(candidates: torch.Tensor, count: int, generator: torch.Generator) -> torch.Tensor:
@@ -71,4 +71,47 @@ def random_like_infobatch(
         return weights
     count = math.floor(prune * int((known & (losses < losses[known].mean())).sum()))
     weights[_prune_among(torch.nonzero(known).squeeze(1), count, generator)] = 0.0
+    return weights
+
+
+def top_losses(
+    losses: torch.Tensor,
+    known: torch.Tensor,
+    prune: float,
+    generator: torch.Generator,
+    *,
+    keep: float = 0.25,
+    recheck: float = 0.1,
+) -> torch.Tensor:
+    """Top-k at the sampler, scored for free by the training step's own losses: keep the ``ceil(keep * K)`` samples
+    with the highest last known losses (of the ``K`` with a known loss; ties to the lower index), plus a re-check
+    share of the rest, ``floor(recheck * rest)`` of them uniformly at random, so that a sample whose loss was low
+    when last seen is seen again and its loss refreshed. Kept, re-checked and unknown samples weigh 1; the others 0
+    (the mean is not reweighted: like fresh top-k, this trains on the hard samples, not on an unbiased estimate).
+
+    ``prune`` is not read: ``keep`` and ``recheck`` set the shares (the sampler's ``prune=0`` still turns pruning
+    off). Bind them with ``functools.partial(top_losses, keep=0.25, recheck=0.1)`` as a sampler's ``rule``;
+    ``rule="top_losses"`` is this rule with its defaults.
+
+    Args:
+        keep: share of the known samples kept by highest loss, in (0, 1]. Default 0.25.
+        recheck: share of the other known samples kept at random, in [0, 1]. Default 0.1.
+
+    Raises:
+        ValueError: for ``keep`` or ``recheck`` out of range.
+    """
+    if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0.0 < keep <= 1.0:
+        raise ValueError(f"top_losses: keep must be in (0, 1] (the share kept by highest loss), got {keep!r}")
+    if isinstance(recheck, bool) or not isinstance(recheck, (int, float)) or not 0.0 <= recheck <= 1.0:
+        raise ValueError(
+            f"top_losses: recheck must be in [0, 1] (the share of the rest kept at random), got {recheck!r}"
+        )
+    weights = torch.ones(losses.shape[0], dtype=torch.float32)
+    candidates = torch.nonzero(known).squeeze(1)
+    if len(candidates) == 0:
+        return weights
+    order = torch.sort(losses[candidates], descending=True, stable=True).indices
+    rest = candidates[order[math.ceil(keep * len(candidates) - 1e-9) :]]
+    weights[rest] = 0.0
+    weights[_prune_among(rest, math.floor(recheck * len(rest) + 1e-9), generator)] = 1.0
     return weights

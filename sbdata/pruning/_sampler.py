@@ -37,6 +37,7 @@ RULES: dict[str, Rule] = {
     "infobatch": prune_rules.infobatch,
     "percentile": prune_rules.below_percentile,
     "random": prune_rules.random_like_infobatch,
+    "top_losses": prune_rules.top_losses,
 }
 
 
@@ -54,7 +55,8 @@ class PruningSampler(Sampler[int]):
         epochs: total epochs of the run, >= 1 (the annealing epochs are its last ones).
         prune: pruning share ``r`` in [0, 1): of the samples the rule marks (below-mean losses for InfoBatch), this
             share is dropped each epoch. Default 0.5. 0 disables pruning.
-        rule: ``"infobatch"`` (default), ``"percentile"`` (below the median), ``"random"`` (the control), or a
+        rule: ``"infobatch"`` (default), ``"percentile"`` (below the median), ``"random"`` (the control),
+            ``"top_losses"`` (top-k by last loss plus a re-check share: :func:`~sbdata.pruning.top_losses`), or a
             rule ``(losses, known, prune, generator) -> weights`` (see :mod:`sbdata.pruning`).
         anneal: share of the final epochs that train on the full data, in [0, 1]; ``ceil(anneal * epochs)``
             epochs. Default 0.125.

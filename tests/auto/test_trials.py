@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from sbdata.auto import fit_progress, trial_order, verdict
+from sbdata.auto import fit_progress, shortfall, trial_order, verdict
 from sbdata.auto._trials import Progress, exposures
 
 
@@ -132,3 +132,25 @@ def test_a_speedup_ratio_needs_plain_progress_above_two_standard_errors():
     )
     narrow = Progress((0.01, 0.02), ((0.004**2, 0.0), (0.0, 0.001**2)))
     assert verdict(narrow, [3.0, 1.75], [0.25]).speedups == pytest.approx((2 * 12 / 7,))
+
+
+def sums(values: list[float]) -> tuple[float, float, float]:
+    return sum(values), float(len(values)), sum(v * v for v in values)
+
+
+def test_shortfall_is_the_level_difference_in_standard_errors_of_the_measured_samples():
+    # selection's samples 0, 0, 1, 1 (level 0.5, sample variance 1/3), whole batches' 1, 1, 1, 0 (0.75, 1/4): the
+    # difference -0.25 over sqrt(1/12 + 1/16) = sqrt(7/48)
+    assert shortfall(sums([0, 0, 1, 1]), sums([1, 1, 1, 0])) == pytest.approx(-0.25 / math.sqrt(7 / 48))
+    assert shortfall(sums([1, 1, 1, 0]), sums([0, 0, 1, 1])) == pytest.approx(0.25 / math.sqrt(7 / 48))
+    # accuracy over 2,000 samples each: 0.80 against 0.85 is 4.2 standard errors below
+    select, plain = [1.0] * 1600 + [0.0] * 400, [1.0] * 1700 + [0.0] * 300
+    expected = -0.05 / math.sqrt(0.8 * 0.2 / 1999 + 0.85 * 0.15 / 1999)
+    assert shortfall(sums(select), sums(plain)) == pytest.approx(expected) and expected < -4.1
+
+
+def test_shortfall_without_a_spread_or_with_too_few_samples():
+    assert shortfall(sums([0.25, 0.25]), sums([0.5, 0.5])) == -math.inf  # no spread: any loss of ground is certain
+    assert shortfall(sums([0.3, 0.3]), sums([0.3, 0.3])) == 0.0
+    assert math.isnan(shortfall(sums([0.2]), sums([0.3, 0.3])))  # one sample: no variance
+    assert math.isnan(shortfall((0.0, 0.0, 0.0), sums([0.3, 0.3])))

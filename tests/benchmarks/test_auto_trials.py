@@ -140,7 +140,9 @@ def test_ablation_arms_and_their_settings():
         ("topk-0.25-after-192", 256, "topk", 0.25, (), "plain", 192),
         ("topk-0.25-after-256", 256, "topk", 0.25, (), "plain", 256),
         ("small-64", 64, None, 1.0, (), None, None),
+        ("auto-topk-run", 256, "topk", "auto", (), None, None),
     ]
+    assert [a.name for a in arms if a.run] == ["auto-topk-run"]  # told the run's length (Auto(run=...))
 
 
 @pytest.mark.parametrize(
@@ -158,6 +160,17 @@ def test_a_before_verdict_arm_switches_after_exactly_its_first_batches(before_ve
         loader.set_epoch(epoch)
         sizes += [len(x) for x, _ in loader]
     assert plain_before_verdict(6) >= 12 and sizes == whole
+
+
+def test_the_run_arm_tells_auto_the_runs_length():
+    split = type("Split", (), {"fields": lambda self: (torch.randn(48, 3), torch.randint(0, 2, (48,)))})()
+    told = next(a for a in ablation_arms({"batch": 8, "lr": 1e-3}) if a.name == "auto-topk-run")
+    loader, _ = told.build(torch.nn.Linear(3, 2), split, family="mlp", batch=8, epochs=3, seed=0)
+    assert loader.engine.keep.auto.run == 3 * 6  # 3 epochs of 6 loader batches
+    plain, _ = SelectArm("auto-topk", 8, 1e-3, policy="topk", keep="auto").build(
+        torch.nn.Linear(3, 2), split, family="mlp", batch=8, epochs=3, seed=0
+    )
+    assert plain.engine.keep.auto.run is None
 
 
 @pytest.mark.filterwarnings("ignore:sbdata keep='auto'")  # the planted data are random: the verdict is off

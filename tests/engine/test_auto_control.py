@@ -107,6 +107,12 @@ def trial_sizes(keep: float = 0.25) -> list[int]:
         ("every", 0, r"Auto.every must be an int >= 1, got 0"),
         ("decisions_kept", None, r"Auto.decisions_kept must be an int >= 1, got None"),
         ("min_kept", 0, r"Auto.min_kept must be an int >= 1, got 0"),
+        ("trial_share", 0.0, r"Auto.trial_share got 0.0: pass a share in \(0, 1\]"),
+        ("trial_share", 1.5, r"Auto.trial_share got 1.5"),
+        ("stop_z", 0, r"Auto.stop_z got 0: pass a number > 0 \(math.inf: never stop\)"),
+        ("stop_z", math.nan, r"Auto.stop_z got nan"),
+        ("run", 0, r"Auto.run must be the loader batches of the whole run, an int >= 1, or None, got 0"),
+        ("run", 3.0, r"Auto.run must be .* got 3.0: pass e.g. run=epochs \* len\(loader\)"),
     ],
 )
 def test_settings_are_checked_at_construction_naming_field_and_value(field, value, message):
@@ -134,6 +140,12 @@ def test_sbloader_sizes_the_trials_to_the_epoch():
     assert Auto(window=3).sized(12) == Auto(window=3, settle=2, warmup=12, every=96)  # a size given stays
     with pytest.raises(ValueError, match="epoch must be the loader batches per epoch, an int >= 1, or None; got 0"):
         Auto().sized(0)
+    # the run's length fills Auto.run where it is None (a Schedule's total_steps, at the door); one given stands
+    assert Auto().sized(12, 100) == Auto(window=2, settle=2, warmup=12, every=96, run=100)
+    assert Auto(run=50).sized(12, 100).run == 50 and Auto().sized(12).run is None
+    with pytest.raises(ValueError, match="run must be the loader batches of the whole run, an int >= 1, or None"):
+        Auto().sized(12, 0)
+    assert Auto(run=378).describe().endswith("run=378, trial_share=0.125, stop_z=2.0)")
 
 
 def test_keep_is_decoded_and_sized_once_from_sbloader_to_the_first_batch(monkeypatch):
@@ -144,13 +156,13 @@ def test_keep_is_decoded_and_sized_once_from_sbloader_to_the_first_batch(monkeyp
     calls = {"decode": 0, "size": 0}
     decode, size = Keep.from_input.__func__, Auto.sized
 
-    def counted_decode(cls, keep, epoch=None):
+    def counted_decode(cls, keep, epoch=None, run=None):
         calls["decode"] += 1 if not isinstance(keep, Keep) else 0  # a Keep passing through is not a decoding
-        return decode(cls, keep, epoch)
+        return decode(cls, keep, epoch, run)
 
-    def counted_size(self, epoch=None):
+    def counted_size(self, epoch=None, run=None):
         calls["size"] += 1
-        return size(self, epoch)
+        return size(self, epoch, run)
 
     monkeypatch.setattr(Keep, "from_input", classmethod(counted_decode))
     monkeypatch.setattr(Auto, "sized", counted_size)
@@ -237,7 +249,7 @@ def test_planted_win_turns_selection_on_with_the_exact_measured_speedup():
 def test_planted_loss_keeps_selection_off_and_says_why_once(selected, speedup):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        sb, sizes = run(plain=0.01, selected=selected)
+        sb, sizes = run(plain=0.01, selected=selected, stop_z=math.inf)  # the full trial's verdict (no early stop)
     assert sizes[DECISION:] == [B] * (64 - DECISION)  # whole batches after the trial
     stats = sb.stats
     assert not stats.auto_on and stats.auto_keep == 1.0
@@ -258,9 +270,9 @@ def test_a_share_that_keeps_fewer_than_min_kept_samples_is_not_trialled_and_says
     stats = sb.stats
     assert sizes == [B] * 64 and not stats.auto_on and stats.auto_trials == 0 and stats.auto_trial_share == 0.0
     assert stats.auto_reason == (
-        "whole batches, no trial: keep 0.25 keeps 4 sample(s) of 16 per batch, fewer than min_kept=5 (a step on so "
-        "few samples is noise, and breaks BatchNorm); pass Auto(keeps=...) with larger shares, or a larger batch; "
-        "next check in 2000 batches"
+        "Whole batches, no trial: keep 0.25 keeps 4 sample(s) of 16 per batch, fewer than min_kept=5. A step on so "
+        "few samples is noise, and breaks BatchNorm. Pass Auto(keeps=...) with larger shares, or a larger batch. "
+        "Next check in 2000 batches"
     )
     assert [d[:2] for d in stats.auto_decisions] == [(2.0, 0.0)]  # at the warm-up's end
     messages = [w for w in caught if "keep='auto'" in str(w.message)]
@@ -268,6 +280,65 @@ def test_a_share_that_keeps_fewer_than_min_kept_samples_is_not_trialled_and_says
     assert [w.filename for w in messages] == [__file__]
     sb, sizes = run(plain=0.01, selected=0.01, min_kept=4)  # 4 is enough: the trial runs and selection pays
     assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_on
+
+
+def test_a_selection_window_that_loses_ground_stops_the_trial_at_once():
+    # flipped labels, planted: selection undoes progress. Window 1 (keep 0.25, batches 8-13) averages theta 0.045
+    # against window 0's 0.055; its level is measured on window 2's settling batches (14, 15) and read a window
+    # later, at batch 20: below whole batches' (every sample alike: no spread, infinitely many standard errors), so
+    # the trial stops there. Selection took 12 batches instead of the full trial's 24.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sb, sizes = run(plain=0.01, selected=-0.01)
+    assert sizes == [B] * 8 + [keep_count(0.25, B)] * 12 + [B] * (64 - 20)
+    stats = sb.stats
+    assert not stats.auto_on and stats.auto_trials == 1 and stats.auto_trial_share == pytest.approx(18 / 64)
+    assert [d[:2] for d in stats.auto_decisions] == [(20.0, 0.0)]
+    assert stats.auto_reason.startswith(
+        f"{TRIAL_1}Decided: train on whole batches, without finishing the trial: in window 2 of 8, the model trained "
+        "keeping 0.25 of each batch measured "
+    )
+    # the next trial comes when it would have after the full trial's verdict (batch 56): 56 + 2 * 1000 - 20
+    assert stats.auto_reason.endswith("below whole batches' last window, past the limit of stop_z=2, so the trial "
+                                      "stopped there to bound its harm. Next trial in 2036 batches")  # fmt: skip
+    messages = [w for w in caught if "keep='auto'" in str(w.message)]
+    assert [str(w.message) for w in messages] == [f"sbdata keep='auto': {stats.auto_reason} ({LATEST})"]
+    assert [w.filename for w in messages] == [__file__]
+    # selection that makes less progress than whole batches but gains ground is not stopped: the verdict decides
+    sb, sizes = run(plain=0.01, selected=0.005)
+    assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_decisions[0][:2] == (DECISION, 0.0)
+
+
+def test_a_trial_whose_selection_windows_would_take_too_much_of_the_run_left_is_not_run():
+    # the trial's 4 selection windows are 24 loader batches; at its start (loader batch 2) a run of 194 leaves 192,
+    # of which trial_share=0.125 is exactly 24: it runs; a run of 193 (191 left) is too short: whole batches all along
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sb, sizes = run(plain=0.01, selected=0.01, run=193)
+    stats = sb.stats
+    assert sizes == [B] * 64 and not stats.auto_on and stats.auto_trials == 0 and stats.auto_trial_share == 0.0
+    assert stats.auto_reason == (
+        "Whole batches, no trial: a trial's selection windows (24 loader batches) would take more than "
+        "trial_share=0.125 of the 191 batches left in this run of 193. Where selection hurts, the batches after a "
+        "trial must repair what its selection windows did, and these are too few. Pass Auto(trial_share=...) to "
+        "allow more. Next check in 2000 batches"
+    )
+    assert [d[:2] for d in stats.auto_decisions] == [(2.0, 0.0)]
+    assert [str(w.message) for w in caught if "keep='auto'" in str(w.message)] == [
+        f"sbdata keep='auto': {stats.auto_reason} ({LATEST})"
+    ]
+    sb, sizes = run(plain=0.01, selected=0.01, run=194)
+    assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_on
+    sb, sizes = run(plain=0.01, selected=0.01, run=193, trial_share=0.13)  # 24 <= 0.13 * 191
+    assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_on
+    # the run's length comes through the door from a Schedule's total_steps (every loader batch routed here)
+    model = Planted()
+    schedule = Schedule(start=0.0, end=1.0, interrupt=0, total_steps=193)
+    sb = SBLoader(batches(64), model, planted_loss, keep=settings(), schedule=schedule)
+    assert sb.engine.keep.auto is not None and sb.engine.keep.auto.run == 193
+    assert train(sb, model, 0.01, 0.01) == [B] * 64 and sb.stats.auto_reason.startswith("Whole batches, no trial")
+    bare = SelectionEngine(Planted(), planted_loss, keep=settings(), schedule=schedule)  # a bare engine alike
+    assert bare.keep.auto is not None and bare.keep.auto.run == 193
 
 
 @pytest.mark.parametrize("measured_win_first", [False, True], ids=["off", "on"])
@@ -306,16 +377,23 @@ def test_a_noisy_trial_that_cannot_tell_stays_plain():
     assert not sb.stats.auto_on and "standard error" in sb.stats.auto_reason
 
 
-def test_retrials_recheck_the_decision():
-    # selection pays until batch 80, then undoes progress: the exit test (from batch 56 + 2 * 40) turns it off
+@pytest.mark.parametrize("stop_z", [math.inf, 2.0], ids=["no-early-stop", "early-stop"])
+def test_retrials_recheck_the_decision(stop_z):
+    # selection pays until batch 80, then undoes progress: the exit test (from batch 56 + 2 * 40) turns it off at
+    # its verdict (54 batches after it starts). Its selection windows lose ground, but selection is what the run
+    # does while it is on: the early stop is for trials while it is off, and does not cut this one short
     model = Planted()
-    sb = SBLoader(batches(240), model, planted_loss, keep=settings(every=40))
+    sb = SBLoader(batches(240), model, planted_loss, keep=settings(every=40, stop_z=stop_z))
     for seen, out in enumerate(sb):
         gain = 0.01 if out[0].shape[0] == B else (0.01 if seen < 80 else -0.01)
         with torch.no_grad():
             model.theta += gain
     decisions = [(step, on) for step, on, *_ in sb.stats.auto_decisions]
     assert decisions[0] == (DECISION, 1.0) and decisions[1] == (DECISION + 80 + DECISION - 2, 0.0)
+    assert sb.stats.auto_reason.startswith(
+        "Trial 2 compared whole batches with keeping 0.25 of each batch, in "
+        "alternating windows of 6 loader batches. Decided: train on whole batches"
+    )
     assert sb.stats.auto_trials >= 2
 
 
@@ -346,10 +424,12 @@ def test_each_verdict_for_whole_batches_in_a_row_doubles_the_wait():
     sb = SBLoader(batches(300), model, planted_loss, keep=settings(every=10))
     sizes = train(sb, model, plain=0.01, selected=-0.01)  # selection always undoes progress
     steps = [step for step, *_ in sb.stats.auto_decisions]
-    # trial n + 1 starts 20, 40, 80 batches after decision n; a trial decides 54 batches after it starts
-    assert steps == [DECISION, DECISION + 20 + 54, DECISION + 20 + 54 + 40 + 54]
+    # each trial stops 18 batches after it starts (its first selection window's level lands below whole batches', a
+    # window after it was made); trial n + 1 starts 20, 40, 80 batches after the batch where trial n's verdict
+    # would have landed (54 after its start): trials from 2, 76 and 170, stopped at 20, 94 and 188, the next at 304
+    assert steps == [2 + 18, 2 + 54 + 20 + 18, 2 + 54 + 20 + 54 + 40 + 18]
     assert all(on == 0.0 for _, on, *_ in sb.stats.auto_decisions)
-    assert sb.stats.auto_reason.endswith("Next trial in 80 batches") and len(sizes) == 300
+    assert sb.stats.auto_reason.endswith(f"Next trial in {304 - 188} batches") and len(sizes) == 300
 
 
 def test_measurement_has_no_side_effects_on_the_model_or_the_rngs():
@@ -455,6 +535,19 @@ def test_a_state_saved_with_another_keep_mode_refuses_to_load():
         fixed.load_state_dict(roundtrip(auto.state_dict()))
 
 
+def test_a_state_saved_with_other_bounds_on_a_trials_harm_refuses_to_load():
+    # the bounds are in the options fingerprint (Auto.describe): a resumed run decides under the settings it saved
+    saved = SBLoader(batches(2), Planted(), planted_loss, keep=settings(run=100)).state_dict()
+    for other in ({"run": 200}, {"trial_share": 0.25}, {"stop_z": 3.0}):
+        name, value = next(iter(other.items()))
+        loader = SBLoader(batches(2), Planted(), planted_loss, keep=settings(**{"run": 100, **other}))
+        with pytest.raises(
+            ValueError, match=rf"saved with keep='auto\(.*\)' but this loader has keep='auto\(.*{name}={value}"
+        ):
+            loader.load_state_dict(roundtrip(saved))
+    SBLoader(batches(2), Planted(), planted_loss, keep=settings(run=100)).load_state_dict(roundtrip(saved))
+
+
 # ----------------------------------------------------------------------------------------------- front ends
 def front_end_run(make: Callable[[Planted], Iterable[Any]]) -> tuple[list[int], Any]:
     model = Planted()
@@ -547,6 +640,26 @@ def test_ranks_decide_alike():
     assert first["history"][0][1] == 0.0 and first["history"][0][4] == pytest.approx(0.5 * PER_SECOND, rel=1e-4)
 
 
+def stop_on_rank(rank: int) -> dict[str, Any]:
+    """On one of 2 gloo ranks: selection loses ground fast on rank 0 (-0.05 a batch) and gains on rank 1 (+0.01)."""
+    model = Planted()
+    sb = SBLoader(batches(64), model, planted_loss, keep=settings())
+    sizes = train(sb, model, 0.01, -0.05 if rank == 0 else 0.01)
+    return {"sizes": sizes, "history": sb.stats.auto_decisions, "reason": sb.stats.auto_reason}
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_ranks_stop_a_trial_alike():
+    # window 1's averaged theta is -0.095 on rank 0 and 0.115 on rank 1 (levels -1.095 and -0.885 over 32 samples
+    # each: -0.99, standard error 0.013) against whole batches' 0.055 on both (-0.945): 3.4 standard errors below,
+    # so both ranks stop at batch 20, although rank 1 alone gains ground
+    first, second = launch_ranks(stop_on_rank, world=2, timeout=120)  # 120 s: a hang guard only
+    assert first["sizes"] == second["sizes"] == [B] * 8 + [keep_count(0.25, B)] * 12 + [B] * 44
+    assert [d[:2] for d in first["history"]] == [d[:2] for d in second["history"]] == [(20.0, 0.0)]
+    assert first["reason"] == second["reason"] and "without finishing the trial: in window 2 of 8" in first["reason"]
+
+
 def skip_on_rank(rank: int) -> dict[str, Any]:
     """On one of 2 gloo ranks: rank 1's batches hold 8 samples (keep 0.25 keeps 2, fewer than min_kept=3), rank 0's
     16 (4 kept): neither rank trials."""
@@ -564,8 +677,8 @@ def test_ranks_skip_a_trial_alike_when_one_keeps_too_few():
     first, second = launch_ranks(skip_on_rank, world=2, timeout=120)  # 120 s: a hang guard only
     assert first["sizes"] == [B] * 64 and second["sizes"] == [8] * 64  # whole batches on both
     assert [d[:3] for d in first["history"]] == [d[:3] for d in second["history"]] == [(2.0, 0.0, 0.25)]
-    what = "whole batches, no trial: keep 0.25 keeps fewer than min_kept=3 samples per batch on 1 of 2 ranks"
-    assert first["reason"].startswith(f"{what} (here 4 of 16) (a step on so few samples is noise")
+    what = "Whole batches, no trial: keep 0.25 keeps fewer than min_kept=3 samples per batch on 1 of 2 ranks"
+    assert first["reason"].startswith(f"{what} (here 4 of 16). A step on so few samples is noise")
     assert second["reason"].startswith(f"{what} (here 2 of 8)")
 
 

@@ -13,7 +13,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from sbdata import LossCache, PruningSampler, SBLoader, with_index
-from sbdata.pruning import below_percentile, infobatch, random_like_infobatch
+from sbdata.pruning import below_percentile, infobatch, random_like_infobatch, top_losses
 from tests.launch import launch_ranks
 
 
@@ -77,6 +77,64 @@ def test_percentile_and_random_rules_with_oracle_losses():
     sampler = PruningSampler(10, oracle_cache(losses), epochs=3, rule=partial(below_percentile, percentile=30.0))
     sampler.set_epoch(1)
     assert len(sampler) == 9
+
+
+def test_top_losses_keeps_the_highest_losses_and_exactly_the_recheck_count_of_the_rest():
+    losses = torch.tensor([5.0, 9.0, 1.0, 7.0, 7.0, 3.0, 8.0, 0.0, 2.0, 6.0, 4.0, 100.0])
+    known = torch.ones(12, dtype=torch.bool)
+    known[11] = False  # never seen: kept at weight 1, outside the ranking (its 100 is meaningless)
+    generator = torch.Generator().manual_seed(0)
+    # 11 known: ceil(0.25 * 11) = 3 highest (9, 8 and the first 7, id 3: ties go to the lower id)
+    only_top = top_losses(losses, known, 0.5, generator, keep=0.25, recheck=0.0)
+    assert torch.equal(torch.nonzero(only_top).squeeze(1), torch.tensor([1, 3, 6, 11]))
+    assert set(only_top.tolist()) == {0.0, 1.0}
+    # recheck 0.5 of the other 8: floor(4.0) = 4 of them at random, at weight 1
+    weights = top_losses(losses, known, 0.5, generator, keep=0.25, recheck=0.5)
+    kept = set(torch.nonzero(weights).squeeze(1).tolist())
+    assert {1, 3, 6, 11} <= kept and len(kept) == 8 and set(weights.tolist()) == {0.0, 1.0}
+    assert torch.equal(top_losses(losses, known, 0.5, generator, keep=1.0, recheck=0.0), torch.ones(12))
+    assert torch.equal(top_losses(losses, torch.zeros(12, dtype=torch.bool), 0.5, generator), torch.ones(12))
+    # as a sampler's rule: the defaults by name (ceil(0.25 * 12) = 3 top, floor(0.1 * 9) = 0 re-checked), others bound
+    cache = oracle_cache(torch.arange(12, dtype=torch.float32))
+    named = PruningSampler(12, cache, epochs=3, rule="top_losses")
+    named.set_epoch(1)
+    assert sorted(named) == [9, 10, 11]
+    assert torch.equal(named.weights(torch.arange(12)), (torch.arange(12) >= 9).float())
+    bound = PruningSampler(12, cache, epochs=3, rule=partial(top_losses, keep=0.5, recheck=0.5))
+    bound.set_epoch(1)
+    assert len(bound) == 6 + 3 and set(range(6, 12)) <= set(bound)
+
+
+@pytest.mark.parametrize("options", [{"keep": 0.0}, {"keep": 1.5}, {"keep": True}, {"recheck": -0.1},
+                                     {"recheck": 1.01}, {"recheck": "0.1"}])  # fmt: skip
+def test_top_losses_rejects_shares_out_of_range_naming_them(options):
+    name = next(iter(options))
+    cache = oracle_cache(torch.arange(8, dtype=torch.float32))
+    sampler = PruningSampler(8, cache, epochs=3, rule=partial(top_losses, **options))
+    with pytest.raises(ValueError, match=f"top_losses: {name} must be in"):
+        sampler.set_epoch(1)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_top_losses_rechecks_every_other_sample_with_the_same_chance(seed):
+    """Over 2,000 draws each of the 90 samples outside the top 10 is re-checked with probability floor(0.2 * 90) /
+    90 = 0.2: every sample's count within 4.5 standard errors of it (a correct rule fails with chance under 1e-3 per
+    seed), and the low-loss half's total within 4 of the high-loss half's (no bias by loss)."""
+    losses = torch.randperm(100, generator=torch.Generator().manual_seed(seed)).float()
+    known = torch.ones(100, dtype=torch.bool)
+    generator = torch.Generator().manual_seed(seed)
+    draws, share = 2000, 18 / 90
+    counts = torch.zeros(100)
+    for _ in range(draws):
+        counts += top_losses(losses, known, 0.5, generator, keep=0.1, recheck=0.2)
+    top = losses >= 90
+    assert torch.all(counts[top] == draws) and int(counts.sum()) == draws * 28
+    rest = counts[~top]
+    se = math.sqrt(draws * share * (1 - share))
+    assert float((rest - draws * share).abs().max()) < 4.5 * se
+    low, high = rest[losses[~top] < 45].sum(), rest[losses[~top] >= 45].sum()
+    half = 45 * draws * share  # each half's expected total; their difference's se: sqrt(2 * 45) * se
+    assert abs(float(low - high)) < 4 * math.sqrt(2 * 45) * se and abs(float(low) - half) < 4 * math.sqrt(45) * se
 
 
 def test_sharding_is_disjoint_equal_and_covers_the_plan():
