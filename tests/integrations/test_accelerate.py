@@ -46,7 +46,7 @@ def test_two_processes_shard_reshuffle_and_resume_per_rank(tmp_path):
     reports = read_reports(tmp_path, 2)
     check_job(reports, 2)
     for report in reports:  # the wrong order: wrap, then prepare(sb), which passes the SBLoader through unsharded
-        assert report["prepare_passes_sb_through"] and report["wrong_order_warned"]
+        assert "Prepare first, then wrap" in report["wrong_order_refused"]
 
 
 @pytest.mark.multiprocess
