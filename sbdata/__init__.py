@@ -5,11 +5,12 @@ Wrap a loader so that it yields only the samples that still teach the model some
     loader = SBLoader(train_loader, model, F.cross_entropy, keep=0.5)
 
 The user's API: the names in ``__all__`` below (a reviewed list; ``tests/checks/test_exported_members.py`` checks it
-against what this module defines), and the surfaces of ``sbdata.policies`` (writing a policy), ``sbdata.pruning``
-(the sampler's rules), ``sbdata.tasks`` (losses of language and token tasks), ``sbdata.nodes`` (the torchdata stage),
-``sbdata.wds`` (the WebDataset stage) and ``sbdata.integrations.lightning``, ``.accelerate`` and ``.transformers``.
-The other folders' surfaces (``batch``, ``scoring``, ``cache``, ``distributed``, ``auto``, ``engine``, ``advice``,
-``_front``) serve the layers above them and the benchmarks, not users: what a user needs of them is here. A module
+against what this module defines), and the surfaces of ``sbdata.policies`` (writing a policy), ``sbdata.advice``
+(``advise``'s option groups), ``sbdata.pruning`` (the sampler's rules), ``sbdata.tasks`` (losses of language and
+token tasks), ``sbdata.nodes`` (the torchdata stage), ``sbdata.wds`` (the WebDataset stage) and
+``sbdata.integrations.lightning``, ``.accelerate`` and ``.transformers``. The other folders' surfaces (``batch``,
+``scoring``, ``cache``, ``distributed``, ``auto``, ``engine``, ``_front``) serve the layers above them and the
+benchmarks, not users: what a user needs of them is here. A module
 whose name starts with an underscore is private to its folder. Importing ``sbdata`` imports none of torchdata,
 webdataset, Lightning, Accelerate or Transformers. ``docs/design.md`` draws the tree and its layers.
 """

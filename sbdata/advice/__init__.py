@@ -3,8 +3,8 @@ steps of the user's own model, and, with the user's optimizer, measured on a bra
 settings come in three groups: :class:`Training` (how the copies train), :class:`Candidates` (which options) and
 :class:`Measurement` (how it measures).
 
-Not user API: this surface serves the layers above it and the benchmarks (a user imports what they need of it from
-``sbdata``). Its ``__all__`` is the sum of its private modules' ``__all__``.
+User API (``advise`` and ``Advice`` are in ``sbdata`` too; its option groups are imported from here). Its ``__all__`` is
+the sum of its private modules' ``__all__``.
 """
 
 from sbdata.advice import _advise, _settings

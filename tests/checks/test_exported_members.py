@@ -24,7 +24,13 @@ import sbdata
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = sorted(p.parent.name for p in (ROOT / "sbdata").glob("*/__init__.py") if p.parent.name != "integrations")
-USER_FOLDERS = ["policies", "pruning", "tasks"]  # user API besides sbdata itself (sbdata/__init__'s docstring)
+# user API besides sbdata itself (sbdata/__init__'s docstring)
+USER_FOLDERS = ["advice", "policies", "pruning", "tasks"]
+    "advice",
+    "policies",
+    "pruning",
+    "tasks",
+]  # user API besides sbdata itself (sbdata/__init__'s docstring)
 FRONT_MODULES = ["sbdata.loader", "sbdata.collate", "sbdata.nodes", "sbdata.wds", "sbdata.functional"]
 INTEGRATIONS = ["sbdata.integrations.accelerate", "sbdata.integrations.lightning", "sbdata.integrations.transformers"]
 
