@@ -26,11 +26,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = sorted(p.parent.name for p in (ROOT / "sbdata").glob("*/__init__.py") if p.parent.name != "integrations")
 # user API besides sbdata itself (sbdata/__init__'s docstring)
 USER_FOLDERS = ["advice", "policies", "pruning", "tasks"]
-    "advice",
-    "policies",
-    "pruning",
-    "tasks",
-]  # user API besides sbdata itself (sbdata/__init__'s docstring)
 FRONT_MODULES = ["sbdata.loader", "sbdata.collate", "sbdata.nodes", "sbdata.wds", "sbdata.functional"]
 INTEGRATIONS = ["sbdata.integrations.accelerate", "sbdata.integrations.lightning", "sbdata.integrations.transformers"]
 
