@@ -14,9 +14,9 @@ from collections import Counter
 
 import torch
 
-from benchmarks.harness._sb import BUCKETS, keep_count
+from benchmarks.harness._sb import BUCKETS, keep_count, sb_step_seconds
 from benchmarks.harness.arms import Arm
-from benchmarks.harness.cost import calibrate, sb_step_seconds
+from benchmarks.harness.cost import calibrate
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import MODELS, RECIPES
 from benchmarks.harness.records import machine, results_dir, write_results

@@ -23,7 +23,16 @@ from sbdata import (
     with_index,
 )
 from sbdata.advice import Candidates, Measurement, Training
-from sbdata.auto import Auto, CostTable, shrink_speedup, trial_order
+from sbdata.auto import (
+    Auto,
+    Costs,
+    CostTable,
+    calibration_calls,
+    costs_from,
+    sb_step_seconds,
+    shrink_speedup,
+    trial_order,
+)
 from sbdata.cache import BUCKETS
 from sbdata.scoring import Scorer, compare
 from sbdata.tasks import causal_lm
@@ -33,6 +42,7 @@ __all__ = [
     "Auto",
     "Candidates",
     "CostTable",
+    "Costs",
     "HistoryPercentile",
     "LossCache",
     "Measurement",
@@ -44,14 +54,17 @@ __all__ = [
     "Training",
     "advise",
     "auto_decisions",
+    "calibration_calls",
     "causal_lm",
     "compare",
+    "costs_from",
     "has_auto",
     "has_nodes",
     "has_wds",
     "keep_count",
     "sb_select",
     "sb_selector",
+    "sb_step_seconds",
     "shrink_speedup",
     "trial_order",
     "with_index",

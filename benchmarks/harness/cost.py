@@ -1,12 +1,9 @@
 """The one cost model of the benchmarks, each price one function here: sbdata's ``CostTable`` (forward-equivalents,
 :func:`priced`); an arm's expected cost (:func:`cost_per_epoch`) and its seconds priced from interleaved step timings
 (:func:`step_kind`, :func:`suite_arm_seconds`, :func:`pruning_run_seconds`, :func:`frontier_run_seconds`, and
-:func:`frontier_limits`, what an epoch can cost at best); and the calibrated model (:class:`Costs`,
-:func:`calibrate`, :func:`costs_from`, :func:`sb_step_seconds`), which predicts an SB step's seconds from a few
-measured calls of this machine: a batch gathered (``data[b]``), a training step (``train[b]``), a scoring forward
-(``score[b]``) and sbdata's own work per SB step beyond the scoring forward (``overhead``). A plain loader batch of B
-costs ``data[B] + train[B]``; an SB step keeping ``k``: ``data[B] + score[B] + overhead + train[k]`` (shrunk) or
-``... + (k / B) * train[B]`` (fixed batches of B); with a loss cache, ``score`` averaged over the sizes scored.
+:func:`frontier_limits`, what an epoch can cost at best); and the calibrated model, sbdata's (``Costs``,
+``costs_from``, ``sb_step_seconds``; described in ``sbdata/auto/_calibrated.py``), timed here by :func:`calibrate` in
+the one timing loop.
 """
 
 from __future__ import annotations
@@ -14,14 +11,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ._sb import CostTable
+from ._sb import CostTable, calibration_calls, costs_from
 from .timing import cpu_clock, interleaved
 
 
@@ -202,25 +197,6 @@ def frontier_limits(kinds: dict[str, dict[str, float]], sizes: Any, staleness: i
     return out
 
 
-@dataclass
-class Costs:
-    """Measured seconds per call: a batch gathered, a training step (interleaved; ``plain``: back to back, as a plain
-    loop runs them) and a scoring forward, by batch size; sbdata's work per SB step, by configuration name."""
-
-    data: dict[int, float] = field(default_factory=dict)
-    train: dict[int, float] = field(default_factory=dict)
-    plain: dict[int, float] = field(default_factory=dict)
-    score: dict[int, float] = field(default_factory=dict)
-    overhead: dict[str, float] = field(default_factory=dict)
-
-    def as_dict(self) -> dict:
-        return {name: getattr(self, name) for name in ("data", "train", "plain", "score", "overhead")}
-
-    def plain_step(self, batch: int) -> float:
-        """Seconds of one plain training step at ``batch``, data included (back to back where measured)."""
-        return self.data.get(batch, 0.0) + self.plain.get(batch, self.train[batch])
-
-
 def calibrate(
     make_model: Callable[[], nn.Module],
     x: torch.Tensor,
@@ -250,39 +226,9 @@ def calibrate(
         clock: the timer; this thread's CPU time by default.
         measure: False returns the calls by name instead, for :func:`costs_from` after timing them elsewhere.
     """
-    model = make_model()
-    optimizer = (make_optimizer or (lambda m: torch.optim.AdamW(m.parameters(), lr=1e-3)))(model)
-    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
-    engine_steps = engine_steps or {}
-
-    def gather(b: int) -> Callable[[], None]:
-        return lambda: (x[order[:b]], y[order[:b]])
-
-    def train(b: int) -> Callable[[], None]:
-        def step() -> None:
-            model.train()
-            loss = F.cross_entropy(model(x[:b]), y[:b])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-
-        return step
-
-    def score(b: int) -> Callable[[], None]:
-        def forward() -> None:
-            model.eval()
-            with torch.no_grad():
-                F.cross_entropy(model(x[:b]), y[:b], reduction="none")
-            model.train()
-
-        return forward
-
-    trains = sorted(set(train_sizes))
-    scores = sorted(set(score_sizes) | ({engine_batch} if engine_steps else set()))
-    calls: dict[str, Callable[[], Any]] = {f"data {b}": gather(b) for b in trains}
-    calls.update({f"train {b}": train(b) for b in trains})
-    calls.update({f"score {b}": score(b) for b in scores})
-    calls.update({f"engine {name}": step for name, step in engine_steps.items()})
+    calls = calibration_calls(make_model, x, y, train_sizes=train_sizes, score_sizes=score_sizes,
+                              make_optimizer=make_optimizer, engine_steps=engine_steps,
+                              engine_batch=engine_batch)  # fmt: skip
     if not measure:
         return calls
 
@@ -296,46 +242,3 @@ def calibrate(
 
     times = interleaved({name: timed(call) for name, call in calls.items()}, rounds * block, warmup=1)
     return costs_from({name: statistics.median(values) for name, values in times.items()}, engine_batch)
-
-
-def costs_from(seconds: dict[str, float], engine_batch: int | None = None) -> Costs:
-    """:class:`Costs` from the median seconds of :func:`calibrate`'s calls, by name (``"train 256"``, ...)."""
-    costs = Costs()
-    for name, value in seconds.items():
-        kind, _, key = name.partition(" ")
-        if kind == "engine":
-            costs.overhead[key] = max(0.0, value - seconds[f"score {engine_batch}"])
-        elif kind in ("data", "train", "plain", "score"):
-            getattr(costs, kind)[int(key)] = value
-    return costs
-
-
-def _at(table: dict[int, float], size: int) -> float:
-    """``table[size]``, or a linear interpolation between the measured sizes around it (extrapolated at the ends)."""
-    if size in table:
-        return table[size]
-    sizes = sorted(table)
-    if len(sizes) == 1:
-        return table[sizes[0]] * size / sizes[0]
-    low = max([s for s in sizes if s < size] or sizes[:1])
-    high = min([s for s in sizes if s > size and s != low] or sizes[-1:])
-    if high == low:
-        low = sizes[-2]
-    return table[low] + (table[high] - table[low]) * (size - low) / (high - low)
-
-
-def sb_step_seconds(
-    costs: Costs, batch: int, kept: int, *, overhead: str, fixed: bool = False, scored: dict[int, float] | None = None
-) -> float:
-    """The calibrated model's seconds of one SB loader batch of ``batch`` samples keeping ``kept`` (module docstring).
-
-    Args:
-        overhead: the configuration whose measured ``overhead`` applies.
-        fixed: output batches of ``batch`` (pooled) rather than shrunk batches of ``kept``.
-        scored: for a cached run, the share of SB steps that scored at each size (0: nothing scored); default
-            every step scores the whole batch.
-    """
-    mix = scored if scored is not None else {batch: 1.0}
-    scoring = sum(share * _at(costs.score, size) for size, share in mix.items() if size)
-    training = kept / batch * costs.train[batch] if fixed else costs.train[kept]
-    return costs.data.get(batch, 0.0) + scoring + costs.overhead[overhead] + training

@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 from benchmarks.harness import suites as _suites
-from benchmarks.harness._sb import keep_count
-from benchmarks.harness.cost import calibrate, costs_from, loader_batch_fe, sb_step_seconds, step_kind
+from benchmarks.harness._sb import costs_from, keep_count, sb_step_seconds
+from benchmarks.harness.cost import calibrate, loader_batch_fe, step_kind
 from benchmarks.harness.data import dataset
 from benchmarks.harness.models import MODELS, RECIPES
 from benchmarks.harness.records import machine, results_dir, write_results
@@ -68,7 +68,7 @@ def measure(family: str, samples: int, block: int, rounds: int, best_path: Path 
         elapsed = cpu_clock() - started
         return elapsed / (consumed[name] - target + block)
 
-    calls = calibration_calls(family, data, arms, batch)  # the cost model's calls, timed in the same rounds
+    calls = arm_calibration_calls(family, data, arms, batch)  # the cost model's calls, timed in the same rounds
     sizes = {keep_count(arm.keep, batch) if arm.small_batch else batch for arm in arms.values() if arm.policy is None}
     plain = [f"plain {size}" for size in sorted(sizes)]
     calls.update({name: calls[name.replace("plain", "train")] for name in plain})
@@ -112,7 +112,7 @@ def measure(family: str, samples: int, block: int, rounds: int, best_path: Path 
     return {"steps": out, "costs": costs.as_dict()}
 
 
-def calibration_calls(family: str, data, arms: dict, batch: int) -> dict:
+def arm_calibration_calls(family: str, data, arms: dict, batch: int) -> dict:
     """The cost model's calls (``harness/cost.py``): data gathers, training steps and scoring forwards at the
     arms' batch sizes, and each SB configuration's engine step on a ready batch."""
     steps = {}

@@ -84,7 +84,8 @@ def test_cost_interpolation():
 def test_the_calibrated_model_times_every_call_in_the_one_timing_loop():
     """A clock that advances by each call's known cost: every call is timed ``rounds * block`` times after one
     warm-up, the medians are those costs, and an engine step's overhead is its time less a scoring forward's."""
-    from benchmarks.harness.cost import calibrate, sb_step_seconds
+    from benchmarks.harness._sb import sb_step_seconds
+    from benchmarks.harness.cost import calibrate
     from benchmarks.harness.models import MLP
 
     now, calls = [0.0], {"engine": 0}
@@ -428,15 +429,14 @@ def test_one_run_loop_one_timing_loop_one_cost_model():
         "pruning_run_seconds": "harness/cost.py",
         "frontier_run_seconds": "harness/cost.py",
         "frontier_limits": "harness/cost.py",
-        "calibrate": "harness/cost.py",  # the calibrated model
-        "costs_from": "harness/cost.py",
-        "sb_step_seconds": "harness/cost.py",
+        "calibrate": "harness/cost.py",  # the calibrated model's timing (the model itself is sbdata's)
         "inputs_targets": "harness/data.py",  # sbdata's split= of a tuple batch
         "spawn": "harness/runs.py",  # the one worker spawner
     }
     for name, where in one.items():
         assert defined.get(name) == [where], f"{name} is defined in {defined.get(name)}: one definition, in {where}"
     copies = ("priced_seconds", "shrink_speedup", "pool_speedup", "forward_equivalents", "score_share", "best_keep")
+    copies += ("costs_from", "sb_step_seconds", "calibration_calls", "_at")  # the calibrated model (sbdata.auto)
     assert not {name: defined[name] for name in copies if name in defined}, "sbdata's pricing is imported, not copied"
     rotation = re.compile(r"\[\s*[^\[\]]+%\s*len\([^()]*\)\s*:")  # names[r % len(names) :] + names[: ...]
     loops = [
