@@ -157,11 +157,11 @@ def ratios(points: dict[str, list[dict[str, Any]]], budgets: list[float], metric
         assert base is not None
         row: dict[str, Any] = {"budget_seconds": budget, "frontier": frontier, "target": target, "families": {}}
         for family, pts in points.items():
-            reach = cheapest_reaching(pts, target, metric)
+            reached = cheapest_reaching(pts, target, metric)
             within = best_within(pts, budget, metric)
             row["families"][family] = {
-                "reach": reach,
-                "ratio": None if reach is None else reach["seconds"] / base["seconds"],
+                "reach": reached,
+                "ratio": None if reached is None else reached["seconds"] / base["seconds"],
                 "within": None if within is None else within[metric.key],
                 "gap_within": None if within is None else metric.gap(within[metric.key], target),
             }

@@ -86,11 +86,13 @@ class AutoController:
 
     def __init__(self, keep: Keep, model: nn.Module, device: torch.device, lockstep: Any) -> None:
         settings = keep.auto
-        sizes = (None,) if settings is None else (settings.window, settings.settle, settings.warmup, settings.every)
-        if settings is None or any(size is None for size in sizes):
+        window, settle, warmup, every = (
+            (None,) * 4 if settings is None else (settings.window, settings.settle, settings.warmup, settings.every)
+        )
+        if settings is None or window is None or settle is None or warmup is None or every is None:
             raise ValueError(f"AutoController needs keep='auto' decoded and sized by Keep.from_input, got {keep!r}")
         self.settings, self.model, self.device = settings, model, device
-        self.window, self.settle, self.warmup, self.every = (int(size) for size in sizes)  # type: ignore[arg-type]
+        self.window, self.settle, self.warmup, self.every = window, settle, warmup, every
         self.lockstep = lockstep
         self.meter = None if settings.costs is not None else CostMeter(device, settings.clock)
         self.keeps = tuple(sorted(settings.keeps))  # arm a keeps keeps[a - 1], smallest first
