@@ -83,8 +83,8 @@ def sb_select() -> Any:
 
 
 def has_auto(engine: Any) -> bool:
-    """Whether a selection engine (``loader.engine``) runs ``keep="auto"`` (its options name auto's settings)."""
-    return engine.options()["keep"] is not None
+    """Whether a selection engine (``loader.engine``) runs ``keep="auto"`` (its fingerprint names auto's settings)."""
+    return engine.fingerprint()["keep"] is not None
 
 
 def auto_decisions(stats: Any, *, score_share: bool = False) -> dict[str, Any]:
