@@ -1,21 +1,9 @@
 """Tables of the ``keep="auto"`` trials measurement (MNIST-1D suites: user, topk-0.25, random-0.25, auto-topk; and
 the controls and ablations of ``MEASURE_FIRST_ARMS`` where a record has them).
 
-Regenerate: ``python -m benchmarks.auto.trials_table [--results DIR] [--prefix P]`` (defaults
-``benchmarks/results/auto`` and ``trials``). Reads the record ``<results>/<P>/``: ``<suite>/runs.jsonl`` (the
-MNIST-1D suites and ``lm``, as ``python -m benchmarks auto run|lm ... --out <results>/<P>`` writes them),
-``long-<suite>/runs.jsonl`` (the long-window ablation) and the ``meta`` of ``report/summary.json`` (commands, date,
-load and the written reading, kept on a rerun; its ``auto``, where given, the ``Auto`` settings the record was made
-with, for the plot); writes ``report/{table.md,summary.json,decisions.png}``.
-
-Per seed: final accuracy, thread CPU seconds, seconds to the same seed's user final accuracy (first crossing of the
-run's test curve, linear between its evaluations (8 before the ``evals32`` record, 32 since): ``report.py``'s
-``reach``/``curve``), and the speed-up = the
-user's seconds (its whole run) / the arm's seconds to that accuracy. Seed means average the per-seed numbers (a
-seed that never reaches makes the mean "never"). Targets: on mlp100k and cnn100k, auto-topk's mean speed-up at
-least 0.87x topk-0.25's; on noisy100k, auto-topk's mean final accuracy at least the user's minus one user seed sd,
-and its mean speed-up at least 0.95.
-"""
+Reads the record ``<results>/<prefix>/`` (``<suite>/runs.jsonl``, ``long-<suite>/runs.jsonl``, ``lm/runs.jsonl``
+and the ``meta`` of ``report/summary.json``, kept on a rerun); writes ``report/{table.md,summary.json,decisions.png}``.
+Commands, targets and readings: ``benchmarks/auto/README.md``."""
 
 from __future__ import annotations
 
