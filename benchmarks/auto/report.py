@@ -11,7 +11,7 @@ from typing import Any
 
 from benchmarks.harness.plots import pyplot
 from benchmarks.harness.records import read_jsonl, write_results
-from benchmarks.harness.stats import at_cost, curve, mean, sd, seconds_to
+from benchmarks.harness.stats import at_cost, curve, mean, or_never, sd, seconds_to
 
 SUITES = ("cnn100k", "mlp100k", "noisy100k")
 AUTO_ARMS = ("auto", "auto-topk")  # the keep="auto" arms: on importance by gradnorm, and with every default
@@ -129,7 +129,7 @@ def auto_targets(name: str, arm: str, suite: dict[str, Any], timing: dict[str, A
     floor = suite["user_target"] - suite["user_sd"]
     to_user = auto["to_user_x"]
     wall = f"wall: {100 * auto['at_user_seconds']:.2f}% at the user's seconds (floor {100 * floor:.2f}%), the " + (
-        f"user's accuracy in {'never' if to_user is None else f'{to_user:.2f}x'}"
+        f"user's accuracy in {or_never(to_user)}"
     )
     if auto["same_as_user"] and auto["on_share"] == 0 and auto.get("trial_share", 0) == 0 and timing is not None:
         # stayed off and trained exactly as the user's recipe: its seconds are the user's times the per-step cost of
@@ -146,8 +146,8 @@ def auto_targets(name: str, arm: str, suite: dict[str, Any], timing: dict[str, A
     if name != "mlp100k":
         met = to_user is not None and topk is not None and to_user <= 1.10 * topk
         out[f"{name}: {arm} captures top-k's win"] = (
-            f"{'met' if met else 'missed'}: {arm} {'never' if to_user is None else f'{to_user:.2f}x'}, top-k 0.25 "
-            f"{'never' if topk is None else f'{topk:.2f}x'} of the user's seconds"
+            f"{'met' if met else 'missed'}: {arm} {or_never(to_user)}, top-k 0.25 "
+            f"{or_never(topk)} of the user's seconds"
         )
     measured = auto.get("measured_speedup")
     if measured:
@@ -173,7 +173,7 @@ def targets(summary: dict[str, Any], timing: dict[str, Any] | None) -> dict[str,
         reached = [v for v in best.values() if v is not None]
         out[f"{name}: tuned accuracy - sd in <= 0.8x its seconds"] = (
             f"{'met' if reached and min(reached) <= 0.8 else 'missed'}: "
-            + ", ".join(f"{a} {'never' if v is None else f'{v:.2f}x'}" for a, v in best.items())
+            + ", ".join(f"{a} {or_never(v)}" for a, v in best.items())
         )
     for regime, arms in (summary.get("lm") or {}).items():
         auto, base = arms.get("auto"), arms.get("baseline")
@@ -202,9 +202,6 @@ def targets(summary: dict[str, Any], timing: dict[str, Any] | None) -> dict[str,
 
 
 def table(summary: dict[str, Any]) -> str:
-    def x(value: float | None) -> str:
-        return "never" if value is None else f"{value:.2f}x"
-
     lines = []
     for name, suite in summary["suites"].items():
         lines += [
@@ -221,8 +218,8 @@ def table(summary: dict[str, Any]) -> str:
             noisy = "" if row["noisy_share"] is None else f"{100 * row['noisy_share']:.1f}%"
             lines.append(
                 f"| {arm} | {100 * row['accuracy_mean']:.2f} ± {100 * row['accuracy_sd']:.2f} | "
-                f"{row['seconds_mean']:.1f} | {100 * row['at_user_seconds']:.2f} | {x(row['to_user_x'])} | "
-                f"{x(row['to_tuned_x'])} | {noisy} |"
+                f"{row['seconds_mean']:.1f} | {100 * row['at_user_seconds']:.2f} | {or_never(row['to_user_x'])} | "
+                f"{or_never(row['to_tuned_x'])} | {noisy} |"
             )
         for arm in AUTO_ARMS:
             auto = suite["arms"].get(arm)
@@ -230,7 +227,8 @@ def table(summary: dict[str, Any]) -> str:
                 continue
             same = "; final accuracy identical to the user's on every seed" if auto["same_as_user"] else ""
             lines += ["", f"{arm}: on for {100 * auto['on_share']:.0f}% of the batches; predicted "
-                      f"{auto['predicted_speedup']:.2f}x, measured {x(auto['measured_speedup'])}{same}"]  # fmt: skip
+                      f"{auto['predicted_speedup']:.2f}x, measured {or_never(auto['measured_speedup'])}"
+                      f"{same}"]  # fmt: skip
             lines += [f"- said: {reason}" for reason in auto["reasons"]]
         if suite["at_equal_seconds"]:
             lines += ["", f"At equal seconds ({suite['equal_seconds']:.1f} s), per seed:"]

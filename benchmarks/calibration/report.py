@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.records import read_jsonl, write_results
-from benchmarks.harness.stats import curve, mean, reach, sd, seconds_to
+from benchmarks.harness.stats import curve, mean, or_never, reach, sd, seconds_to
 
 SUITES = ("cnn100k", "mlp100k", "noisy100k")
 TTA_SUITE = {"cnn100k": "clean100k", "mlp100k": "mlp100k", "noisy100k": "noisy100k"}  # same data, model, recipe
@@ -189,15 +189,11 @@ def suite_rows(name: str, predicted: dict[str, Any] | None, measured: Path) -> l
     return rows
 
 
-def _x(value: float | None) -> str:
-    return "never" if value is None else f"{value:.2f}"
-
-
 def _measured(row: dict[str, Any]) -> str:
     if row["measured_missing"]:
         return "not recorded"
-    seeds = ", ".join(_x(v) for _, v in sorted(row["measured_seeds"].items()))
-    return f"{_x(row['measured_mean'])} [{seeds}]"
+    seeds = ", ".join(or_never(v, "") for _, v in sorted(row["measured_seeds"].items()))
+    return f"{or_never(row['measured_mean'], '')} [{seeds}]"
 
 
 HEADER = (
@@ -220,7 +216,7 @@ def table_lines(rows: list[dict[str, Any]]) -> str:
         else:
             cells = [_range(lo, hi) for lo, hi in zip(row["predicted"], row["predicted_high"], strict=True)]
             predicted = " | ".join(cells) + f" | {_range(row['integrated'], row['integrated_high'])}"
-        timed = "" if row["source"].startswith("auto/") else _x(row["measured_timed"])
+        timed = "" if row["source"].startswith("auto/") else or_never(row["measured_timed"], "")
         ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}"
         if row.get("ratio_timed") is not None:
             ratio += f"; interleaved {row['ratio_timed']:.2f}"
