@@ -109,15 +109,10 @@ def lm_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
                 "seconds_mean": mean([r["seconds"] for r in runs]),
                 "gap_at_equal_seconds": mean(gaps) if gaps else None,
                 "gaps": gaps,
-                **(
-                    {
-                        "on_share": mean([r["auto"]["on_share"] for r in runs]),
-                        "reasons": sorted({r["auto"]["reason"] for r in runs if r["auto"]["reason"]}),
-                    }
-                    if "auto" in runs[0]
-                    else {}
-                ),
             }
+            if "auto" in runs[0]:
+                arms[name]["on_share"] = mean([r["auto"]["on_share"] for r in runs])
+                arms[name]["reasons"] = sorted({r["auto"]["reason"] for r in runs if r["auto"]["reason"]})
         out[regime] = arms
     return out
 

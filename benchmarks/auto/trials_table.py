@@ -83,18 +83,8 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         to_mean = seconds_to(runs, mean([u["accuracy"] for u in users.values()]))
         row["speedup_mean_curve"] = None if to_mean is None else mean([u["seconds"] for u in users.values()]) / to_mean
         if "auto" in runs[0]:
-            row["auto"] = [
-                {
-                    "seed": r["seed"],
-                    "on_share": r["auto"]["on_share"],
-                    "trials": r["auto"]["trials"],
-                    "trial_share": r["auto"]["trial_share"],
-                    "history": r["auto"]["history"],
-                    "reason": r["auto"]["reason"],
-                    "steps": r["steps"],
-                }
-                for r in runs
-            ]
+            said = ("on_share", "trials", "trial_share", "history", "reason")
+            row["auto"] = [{"seed": r["seed"], **{k: r["auto"][k] for k in said}, "steps": r["steps"]} for r in runs]
             row["on_share_mean"] = mean([a["on_share"] for a in row["auto"]])
             row["trial_share_mean"] = mean([a["trial_share"] for a in row["auto"]])
         out["arms"][arm] = row

@@ -1,10 +1,6 @@
 """The digits suite's report: per arm the seed means and every seed's final accuracy, seconds, seconds to the user's
 final accuracy and speed-up; auto's on-share, trials and reason; whether auto trialled; the targets.
-
-Speed-up (the auto benchmark's convention): the user's seconds (its whole run) over the arm's seconds to the user's
-final accuracy, read on the arm's test curve (first crossing, interpolated); per seed against that seed's user run,
-and for the seed means on the seed-mean curve against the seed-mean user. 'never': not reached.
-"""
+Speed-up: the auto benchmark's (``benchmarks/digits/README.md``), per seed and on the seed-mean curve."""
 
 from __future__ import annotations
 
@@ -189,9 +185,6 @@ def report(out: Path) -> dict[str, Any]:
     """Summarise ``out/runs.jsonl``; writes ``out/summary.json`` and ``out/table.md``."""
     records = read_jsonl(out / "runs.jsonl")
     s = summary(records)
-    if "auto" in s["arms"]:
-        s["targets"] = targets(s)
-    else:
-        s["targets"] = {}
+    s["targets"] = targets(s) if "auto" in s["arms"] else {}
     write_results(out, s, table(s, records))
     return s

@@ -316,14 +316,9 @@ def plot(runs: list[dict[str, Any]], out: Path) -> Path | None:
             ax = axes[row][col]
             for arm in arms:
                 group = [r for r in mine if r["arm"] == arm and r["fraction"] == top]
-                xs = [
-                    statistics.fmean(p[axis] for p in points)
-                    for points in zip(*(g["curve"] for g in group), strict=False)
-                ]
-                ys = [
-                    statistics.fmean(p["val_loss"] for p in points)
-                    for points in zip(*(g["curve"] for g in group), strict=False)
-                ]
+                evals = list(zip(*(g["curve"] for g in group), strict=False))  # the seeds' n-th points together
+                xs = [statistics.fmean(p[axis] for p in points) for points in evals]
+                ys = [statistics.fmean(p["val_loss"] for p in points) for points in evals]
                 color, dash = style[arm]
                 ax.plot(xs[1:], ys[1:], color=color, linestyle=dash, marker=".", label=arm)
             ax.set_xlabel("CPU seconds" if axis == "seconds" else "forward-equivalents (sequences)")
