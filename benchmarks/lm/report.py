@@ -1,4 +1,4 @@
-"""Tables, targets and the plot of the language-model benchmark (``python -m benchmarks.lm report``).
+"""Tables, targets and the plot of the language-model benchmark (``python -m benchmarks lm report``).
 
 Comparisons at *equal compute* (FE) or *equal seconds* read both runs' validation curves at the smaller of their
 two final values (linear interpolation between evaluation points), so a run that overshot its budget by one step
@@ -246,7 +246,7 @@ def tuning(records: list[dict[str, Any]], regime: str) -> dict[str, Any]:
     """:func:`tuned`, with whether the best point is inside the grid and every grid point's loss."""
     best = tuned(records, regime)
     if best is None:
-        raise ValueError(f"no tuning run of regime {regime!r} in tune.jsonl: run `python -m benchmarks.lm tune` first")
+        raise ValueError(f"no tuning run of regime {regime!r} in tune.jsonl: run `python -m benchmarks lm tune` first")
     b, lr, batches, lrs = best["batch"], best["lr"], best["batches"], best["lrs"]
     inside = batches[0] < b < batches[-1] and lrs[0] < lr < lrs[-1]
     rows = [r for r in records if r["regime"] == regime]

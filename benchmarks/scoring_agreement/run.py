@@ -117,7 +117,3 @@ def main(argv: list[str] | None = None) -> int:
     (folder / "machine.json").write_text(json.dumps({**machine(), "smoke": args.smoke}, indent=2))
     print(table(found))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
