@@ -1,21 +1,9 @@
 """Tables of the ``keep="auto"`` trials measurement (MNIST-1D suites: user, topk-0.25, random-0.25, auto-topk; and
 the controls and ablations of ``MEASURE_FIRST_ARMS`` where a record has them).
 
-Regenerate: ``python -m benchmarks.auto.trials_table [--results DIR] [--prefix P]`` (defaults
-``benchmarks/results/auto`` and ``trials``). Reads the record ``<results>/<P>/``: ``<suite>/runs.jsonl`` (the
-MNIST-1D suites and ``lm``, as ``python -m benchmarks auto run|lm ... --out <results>/<P>`` writes them),
-``long-<suite>/runs.jsonl`` (the long-window ablation) and the ``meta`` of ``report/summary.json`` (commands, date,
-load and the written reading, kept on a rerun; its ``auto``, where given, the ``Auto`` settings the record was made
-with, for the plot); writes ``report/{table.md,summary.json,decisions.png}``.
-
-Per seed: final accuracy, thread CPU seconds, seconds to the same seed's user final accuracy (first crossing of the
-run's test curve, linear between its evaluations (8 before the ``evals32`` record, 32 since): ``report.py``'s
-``reach``/``curve``), and the speed-up = the
-user's seconds (its whole run) / the arm's seconds to that accuracy. Seed means average the per-seed numbers (a
-seed that never reaches makes the mean "never"). Targets: on mlp100k and cnn100k, auto-topk's mean speed-up at
-least 0.87x topk-0.25's; on noisy100k, auto-topk's mean final accuracy at least the user's minus one user seed sd,
-and its mean speed-up at least 0.95.
-"""
+Reads the record ``<results>/<prefix>/`` (``<suite>/runs.jsonl``, ``long-<suite>/runs.jsonl``, ``lm/runs.jsonl``
+and the ``meta`` of ``report/summary.json``, kept on a rerun); writes ``report/{table.md,summary.json,decisions.png}``.
+Commands, targets and readings: ``benchmarks/auto/README.md``."""
 
 from __future__ import annotations
 
@@ -29,7 +17,7 @@ from benchmarks.auto.arms import FIRST_VERDICTS, plain_before_verdict
 from benchmarks.harness._sb import Auto
 from benchmarks.harness.plots import pyplot
 from benchmarks.harness.records import read_jsonl
-from benchmarks.harness.stats import curve, mean, reach, sd, seconds_to
+from benchmarks.harness.stats import curve, mean, or_never, reach, sd, seconds_to
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "auto"
 SUITES = ("mlp100k", "cnn100k", "noisy100k", "noisy30-100k")
@@ -95,18 +83,8 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         to_mean = seconds_to(runs, mean([u["accuracy"] for u in users.values()]))
         row["speedup_mean_curve"] = None if to_mean is None else mean([u["seconds"] for u in users.values()]) / to_mean
         if "auto" in runs[0]:
-            row["auto"] = [
-                {
-                    "seed": r["seed"],
-                    "on_share": r["auto"]["on_share"],
-                    "trials": r["auto"]["trials"],
-                    "trial_share": r["auto"]["trial_share"],
-                    "history": r["auto"]["history"],
-                    "reason": r["auto"]["reason"],
-                    "steps": r["steps"],
-                }
-                for r in runs
-            ]
+            said = ("on_share", "trials", "trial_share", "history", "reason")
+            row["auto"] = [{"seed": r["seed"], **{k: r["auto"][k] for k in said}, "steps": r["steps"]} for r in runs]
             row["on_share_mean"] = mean([a["on_share"] for a in row["auto"]])
             row["trial_share_mean"] = mean([a["trial_share"] for a in row["auto"]])
         out["arms"][arm] = row
@@ -124,7 +102,7 @@ def targets(name: str, suite: dict[str, Any], arm: str = "auto-topk") -> list[st
         t = topk["speedup_mean"]
         if a is None or t is None:
             verdict = "missed" if a is None else "met"
-            detail = f"{arm} {x(a)}, topk-0.25 {x(t)}"
+            detail = f"{arm} {or_never(a)}, topk-0.25 {or_never(t)}"
         else:
             verdict = "met" if a >= CAPTURE * t else "missed"
             detail = f"{arm} {a:.2f}x vs topk-0.25 {t:.2f}x: ratio {a / t:.2f} (target >= {CAPTURE})"
@@ -132,7 +110,8 @@ def targets(name: str, suite: dict[str, Any], arm: str = "auto-topk") -> list[st
         late = arms.get("topk-0.25-after-trial")
         if arm == "auto-topk" and late is not None and late["speedup_mean"] is not None and t is not None:
             said.append(
-                f"{name}: what measuring first allows (not a target): topk-0.25-after-trial {x(late['speedup_mean'])}, "
+                f"{name}: what measuring first allows (not a target): topk-0.25-after-trial "
+                f"{or_never(late['speedup_mean'])}, "
                 f"{late['speedup_mean'] / t:.2f} of topk-0.25's (whole batches until auto's first verdict, then top-k)"
             )
         return said
@@ -144,21 +123,13 @@ def targets(name: str, suite: dict[str, Any], arm: str = "auto-topk") -> list[st
             f"{name}: {arm}'s final accuracy no worse than user - 1 sd: **{'met' if acc_ok else 'missed'}** "
             f"({arm} {pct(auto['accuracy_mean'])}, floor {pct(floor)} = user {pct(user['accuracy_mean'])} - sd "
             f"{pct(suite['user_accuracy_sd'])})",
-            f"{name}: {arm}'s speed-up >= {NO_LOSS}: **{'met' if speed_ok else 'missed'}** ({arm} {x(a)})",
+            f"{name}: {arm}'s speed-up >= {NO_LOSS}: **{'met' if speed_ok else 'missed'}** ({arm} {or_never(a)})",
         ]
     return []
 
 
 def pct(v: float) -> str:
     return f"{100 * v:.2f}%"
-
-
-def x(v: float | None) -> str:
-    return "never" if v is None else f"{v:.2f}x"
-
-
-def s(v: float | None) -> str:
-    return "never" if v is None else f"{v:.1f}"
 
 
 def suite_lines(name: str, suite: dict[str, Any], heading: str = "##") -> list[str]:
@@ -169,13 +140,13 @@ def suite_lines(name: str, suite: dict[str, Any], heading: str = "##") -> list[s
     for arm, row in suite["arms"].items():
         for seed in row["seeds"]:
             lines.append(f"| {arm} | {seed['seed']} | {pct(seed['accuracy'])} | {seed['seconds']:.1f} | "
-                         f"{s(seed['to_user'])} | {x(seed['speedup'])} |")  # fmt: skip
+                         f"{or_never(seed['to_user'], '', '.1f')} | {or_never(seed['speedup'])} |")  # fmt: skip
         n = len(row["seeds"])
         partial = "" if row["reached"] == n else f" ({row['reached']}/{n} seeds reach)"
         lines.append(f"| **{arm}** | mean | **{pct(row['accuracy_mean'])}** ± {pct(row['accuracy_sd'])} | "
-                     f"**{row['seconds_mean']:.1f}** | **{s(row['to_user_mean'])}** | "
-                     f"**{x(row['speedup_mean'])}**{partial}; "
-                     f"mean-curve {x(row['speedup_mean_curve'])} |")  # fmt: skip
+                     f"**{row['seconds_mean']:.1f}** | **{or_never(row['to_user_mean'], '', '.1f')}** | "
+                     f"**{or_never(row['speedup_mean'])}**{partial}; "
+                     f"mean-curve {or_never(row['speedup_mean_curve'])} |")  # fmt: skip
     for arm in ALL_AUTO:
         auto = suite["arms"].get(arm)
         if auto is None:
@@ -244,9 +215,9 @@ def first_verdict_lines(summary: dict[str, Any]) -> list[str]:
             sec, fe = row["speedup_mean"], row["fe_speedup_mean"]
             share = "" if sec is None or topk["speedup_mean"] is None else f"{sec / topk['speedup_mean']:.2f}"
             fe_share = "" if fe is None or topk["fe_speedup_mean"] is None else f"{fe / topk['fe_speedup_mean']:.2f}"
-            fe_cell = x(fe) if row["fe_known"] else "n/a"
-            rows.append(f"| {name} | {arm} | {n} | {pct(row['accuracy_mean'])} | {x(sec)} | {share} | {fe_cell} | "
-                        f"{fe_share} |")  # fmt: skip
+            fe_cell = or_never(fe) if row["fe_known"] else "n/a"
+            rows.append(f"| {name} | {arm} | {n} | {pct(row['accuracy_mean'])} | {or_never(sec)} | {share} | "
+                        f"{fe_cell} | {fe_share} |")  # fmt: skip
     if not rows:
         return []
     return [
@@ -280,7 +251,7 @@ def trial_check_lines(summary: dict[str, Any]) -> list[str]:
         for a in auto["auto"]:
             first = a["history"][0][4] if a["history"] else float("nan")
             trial = "n/a" if first != first else f"{first:.2f}x"
-            cells.append(f"{a['seed']}: {trial} / {x(whole.get(a['seed']))}")
+            cells.append(f"{a['seed']}: {trial} / {or_never(whole.get(a['seed']))}")
         rows.append(f"| {name} | {'; '.join(cells)} |")
     if not rows:
         return []
@@ -380,7 +351,7 @@ def lm_lines(lm: dict[str, Any]) -> list[str]:
     for regime, rows in lm.items():
         for arm, row in rows.items():
             losses = " / ".join(f"{v:.4f}" for v in row["val_loss"])
-            speed = " / ".join("never" if v is None else f"{v:.2f}x" for v in row["speedup"])
+            speed = " / ".join(or_never(v) for v in row["speedup"])
             seconds = " / ".join(f"{v:.1f}" for v in row["seconds"])
             lines.append(
                 f"| {regime} | {arm} | {losses} | {row['mean']:.4f} +- {row['sd']:.4f} | {seconds} | {speed} |"
@@ -394,7 +365,7 @@ def lm_lines(lm: dict[str, Any]) -> list[str]:
             ok = auto["mean"] <= floor and len(reached) == len(auto["speedup"]) and mean(reached) >= NO_LOSS
             lines.append(
                 f"- {regime}: auto {auto['mean']:.4f} against the baseline's {base['mean']:.4f} + 1 sd = {floor:.4f}; "
-                f"speed-up {' / '.join('never' if v is None else f'{v:.2f}x' for v in auto['speedup'])}: never loses "
+                f"speed-up {' / '.join(or_never(v) for v in auto['speedup'])}: never loses "
                 f"(no worse than one sd, speed-up >= {NO_LOSS}): {'met' if ok else 'missed'}"
             )
             for a in auto["auto"]:

@@ -9,7 +9,6 @@ calibrated cost model (``harness/cost.py``) predicts each run from its own scori
 from __future__ import annotations
 
 import statistics
-import sys
 from collections import Counter
 
 import torch
@@ -186,7 +185,3 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     write_results(args.out / args.suite, results, table(results))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,22 +1,7 @@
 """The reading of the calibration benchmark: per arm, ``advise``'s predicted speed-up beside the measured one.
 
-Speed-up (one convention, issue 28): the user's seconds to the user's final accuracy divided by the arm's, so > 1
-pays. Predicted: ``advise`` on the live plain run (``run.py``) at its start and at 25/50/75% of it, seed means;
-"integrated" is the mean of those four points. Measured (recorded results, measured seconds only, never seconds
-priced by the cost model):
-
-- auto benchmark (``auto/main/<suite>/runs.jsonl``; this thread's CPU seconds): per seed, the user run's seconds over
-  the seconds at which the arm's test curve (8 evaluations, interpolated) first reaches that seed's user accuracy; the
-  mean as the auto report reads it: the user's mean seconds over the seconds at which the arms' seed-mean curve
-  reaches the user's mean accuracy;
-- time-to-accuracy benchmark (``time_to_accuracy/<suite>/summary.json``): the inverse of its recorded "seconds to
-  target, raw runs" (wall seconds of the runs, budget curves interpolated; per seed where recorded) and, as a second
-  measured column, of "seconds to target, interleaved timing" (epochs to target times each arm's measured seconds
-  per epoch from interleaved step timing; no per-seed value), on which its rows are judged (the raw runs' wall
-  seconds moved with the machine's load).
-
-"never": the arm did not reach the user's accuracy. An arm ``advise`` cannot price says why instead of a number.
-"""
+Speed-up: the user's seconds to the user's final accuracy over the arm's (> 1 pays); "never": the arm did not reach
+it. What is predicted and which records are measured: ``benchmarks/calibration/README.md``."""
 
 from __future__ import annotations
 
@@ -25,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness.records import read_jsonl, write_results
-from benchmarks.harness.stats import curve, mean, reach, sd, seconds_to
+from benchmarks.harness.stats import curve, mean, or_never, reach, sd, seconds_to
 
 SUITES = ("cnn100k", "mlp100k", "noisy100k")
 TTA_SUITE = {"cnn100k": "clean100k", "mlp100k": "mlp100k", "noisy100k": "noisy100k"}  # same data, model, recipe
@@ -204,15 +189,11 @@ def suite_rows(name: str, predicted: dict[str, Any] | None, measured: Path) -> l
     return rows
 
 
-def _x(value: float | None) -> str:
-    return "never" if value is None else f"{value:.2f}"
-
-
 def _measured(row: dict[str, Any]) -> str:
     if row["measured_missing"]:
         return "not recorded"
-    seeds = ", ".join(_x(v) for _, v in sorted(row["measured_seeds"].items()))
-    return f"{_x(row['measured_mean'])} [{seeds}]"
+    seeds = ", ".join(or_never(v, "") for _, v in sorted(row["measured_seeds"].items()))
+    return f"{or_never(row['measured_mean'], '')} [{seeds}]"
 
 
 HEADER = (
@@ -235,7 +216,7 @@ def table_lines(rows: list[dict[str, Any]]) -> str:
         else:
             cells = [_range(lo, hi) for lo, hi in zip(row["predicted"], row["predicted_high"], strict=True)]
             predicted = " | ".join(cells) + f" | {_range(row['integrated'], row['integrated_high'])}"
-        timed = "" if row["source"].startswith("auto/") else _x(row["measured_timed"])
+        timed = "" if row["source"].startswith("auto/") else or_never(row["measured_timed"], "")
         ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}"
         if row.get("ratio_timed") is not None:
             ratio += f"; interleaved {row['ratio_timed']:.2f}"

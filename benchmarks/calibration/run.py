@@ -147,7 +147,3 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "all":
         report(args.out, args.measured, wall_seconds=time.time() - started)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,20 +1,8 @@
 """``advise``'s branch trial along the user's run, against what the fixed arms measured over whole runs (issue 28,
 item 5: "advise gives the measured answer").
 
-Commands and records (``results/calibration/trial/<suite>/``; ``trial-N/`` with ``--trial-steps N``):
-``benchmarks/calibration/README.md``.
-
-Per suite and seed, the user's recipe (the plain arm, ``harness/train.train_run``) is trained, and at the start and
-at 25%, 50% and 75% of the run ``advise(..., optimizer=<the live optimizer>, trial_steps=TRIAL)`` is called on the
-live model: every option (whole batches; top-k and ``random`` at keeps 0.25 and 0.5; the smaller batches 64 and 128
-at the live LR) trains ``TRIAL`` loader batches (about three epochs) on its own copy of the model and of the
-optimizer (moments and LR as they are), the options stepping in turn on each batch, measured every ``TRIAL // 8``
-batches on a probe: the last ``PROBE_SAMPLES`` training samples, left out of the advisor's loader, so no branch trains
-on them (the user's run trains on them, under every branch alike; the noisy suites' probe labels are the flipped
-training labels, so its accuracy is at most about 80% / 70%). Its seconds are excluded from the run's. The measured
-side of the judgment is the auto benchmark's whole-run records (``results/auto/trials/report/summary.json``: top-k and
-random at keep 0.25, to the user's accuracy) and, for the smaller batch, the calibration table's small-batch control.
-"""
+Design, commands and records (``results/calibration/trial/<suite>/``; ``trial-N/`` with ``--trial-steps N``):
+``benchmarks/calibration/README.md``."""
 
 from __future__ import annotations
 

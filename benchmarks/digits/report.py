@@ -1,10 +1,6 @@
 """The digits suite's report: per arm the seed means and every seed's final accuracy, seconds, seconds to the user's
 final accuracy and speed-up; auto's on-share, trials and reason; whether auto trialled; the targets.
-
-Speed-up (the auto benchmark's convention): the user's seconds (its whole run) over the arm's seconds to the user's
-final accuracy, read on the arm's test curve (first crossing, interpolated); per seed against that seed's user run,
-and for the seed means on the seed-mean curve against the seed-mean user. 'never': not reached.
-"""
+Speed-up: the auto benchmark's (``benchmarks/digits/README.md``), per seed and on the seed-mean curve."""
 
 from __future__ import annotations
 
@@ -13,7 +9,7 @@ from typing import Any
 
 from benchmarks.harness._sb import Auto
 from benchmarks.harness.records import read_jsonl, write_results
-from benchmarks.harness.stats import curve, mean, reach, sd, seconds_to
+from benchmarks.harness.stats import curve, mean, or_never, reach, sd, seconds_to
 
 FIXED = ("topk-0.25", "topk-0.5", "random-0.25")  # the fixed selection arms auto is measured against
 
@@ -79,9 +75,8 @@ def targets(s: dict[str, Any]) -> dict[str, str]:
     )
     x = auto["speedup"]
     near = x is not None and auto["speedup_sd"] is not None and abs(x - 0.95) < auto["speedup_sd"]
-    out["speed-up >= 0.95"] = (
-        f"{'met' if x is not None and x >= 0.95 else 'missed'}: {'never' if x is None else f'{x:.2f}x'}"
-        + (f" (per-seed sd {auto['speedup_sd']:.2f}: within one sd of the line)" if near else "")
+    out["speed-up >= 0.95"] = f"{'met' if x is not None and x >= 0.95 else 'missed'}: {or_never(x)}" + (
+        f" (per-seed sd {auto['speedup_sd']:.2f}: within one sd of the line)" if near else ""
     )
     user_to = {p["seed"]: p["to_user"] for p in s["arms"]["user"]["per_seed"]}
     winners = {  # measurably wins: reaches each seed's user accuracy before that user run does, on every seed
@@ -109,7 +104,7 @@ def targets(s: dict[str, Any]) -> dict[str, str]:
             )
         near = x is not None and auto["speedup_sd"] is not None and abs(x - line) < auto["speedup_sd"]
         out[key] = (
-            f"{'met' if ok else 'missed'}: auto {'never' if x is None else f'{x:.2f}x'} vs {best} "
+            f"{'met' if ok else 'missed'}: auto {or_never(x)} vs {best} "
             f"{winners[best]:.2f}x (0.87x of it: {line:.2f}x; {best} reaches each seed's user accuracy before the "
             f"user's run does, on every seed){again}"
             + (f" (auto's per-seed sd {auto['speedup_sd']:.2f}: within one sd of the line)" if near else "")
@@ -117,19 +112,11 @@ def targets(s: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _x(value: float | None) -> str:
-    return "never" if value is None else f"{value:.2f}x"
-
-
 def _per_seed(a: dict[str, Any]) -> str:
     values = [p["speedup"] for p in a["per_seed"]]
     if None in values:
         return f"never on {values.count(None)} of {len(values)}"
     return f"{mean(values):.2f}x ± {sd(values):.2f}"
-
-
-def _s(value: float | None) -> str:
-    return "never" if value is None else f"{value:.2f}"
 
 
 def table(s: dict[str, Any], records: list[dict[str, Any]]) -> str:
@@ -143,12 +130,14 @@ def table(s: dict[str, Any], records: list[dict[str, Any]]) -> str:
     ]
     for name, a in s["arms"].items():
         per = "; ".join(
-            f"{p['seed']}: {100 * p['accuracy']:.2f} / {p['seconds']:.2f} / {_s(p['to_user'])} / {_x(p['speedup'])}"
+            f"{p['seed']}: {100 * p['accuracy']:.2f} / {p['seconds']:.2f} / {or_never(p['to_user'], '')} / "
+            f"{or_never(p['speedup'])}"
             for p in a["per_seed"]
         )
         lines.append(
             f"| {name} | {a['seeds']} | {100 * a['accuracy_mean']:.2f} ± {100 * a['accuracy_sd']:.2f} | "
-            f"{a['seconds_mean']:.2f} | {_s(a['to_user'])} | {_x(a['speedup'])} | {_per_seed(a)} | {per} |"
+            f"{a['seconds_mean']:.2f} | {or_never(a['to_user'], '')} | {or_never(a['speedup'])} | {_per_seed(a)} | "
+            f"{per} |"
         )
     auto = s["arms"].get("auto")
     if auto:
@@ -196,9 +185,6 @@ def report(out: Path) -> dict[str, Any]:
     """Summarise ``out/runs.jsonl``; writes ``out/summary.json`` and ``out/table.md``."""
     records = read_jsonl(out / "runs.jsonl")
     s = summary(records)
-    if "auto" in s["arms"]:
-        s["targets"] = targets(s)
-    else:
-        s["targets"] = {}
+    s["targets"] = targets(s) if "auto" in s["arms"] else {}
     write_results(out, s, table(s, records))
     return s

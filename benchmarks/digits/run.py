@@ -88,7 +88,3 @@ def main(argv: list[str] | None = None) -> int:
 
         report(args.out)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,17 +1,7 @@
 """``advise``'s branch trial on the suite nobody tuned on (issue 28): the user's digits recipe, with ``advise`` called
 on the live model and optimizer at the start and at a quarter of the run, against the suite's whole-run arms.
 
-Commands and the record (``results/digits/trial/``): ``benchmarks/digits/README.md``.
-
-The run is the suite's ``user`` arm (``arms.py``: batch 128, AdamW at a constant 1e-3, 25 epochs of the 1,437
-training images). At the start and at 25% of it, ``advise(..., optimizer=<the live AdamW>)`` with its default trial
-of 1,024 loader batches per option (keeps 0.25 and 0.5: seven options), the probe being the last ``PROBE_SAMPLES``
-training images, left out of the advisor's loader (``harness/branch_trials.py``). A trial of 1,024 batches is about
-3.4 times this whole 300-batch run per option: a user with a validation split gets this trial by default, and it
-costs far more than the run; recorded to see whether its answer is right on data nobody tuned on, not as advice to
-trial a run this short. The whole-run side: ``results/digits/main/summary.json`` (top-k 0.25 and random 0.25 to the
-user's accuracy, per seed).
-"""
+Design, commands and the record (``results/digits/trial/``): ``benchmarks/digits/README.md``."""
 
 from __future__ import annotations
 

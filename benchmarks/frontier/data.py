@@ -1,27 +1,10 @@
 """The frontier suites' data: MNIST-1D from scratch, and the continued-training mix with its pretraining.
 
-**From scratch** (:func:`scratch`): the cached MNIST-1D 20k split (16,000 training, 4,000 test samples), as
-:class:`Mix` with only the mix test set.
-
-**Continued training** (:func:`mix`; :class:`Sizes` for the numbers), cut from the same split:
-
-- domain A, the *old* domain: MNIST-1D as generated; domain B, the *new* one: the same generator's samples reversed
-  in time (``x.flip(-1)``), which the pretrained model mostly misreads;
-- the pretraining set: training samples ``[0, 8000)`` of domain A;
-- the continued *mix* (15,000): those 8,000 again (replay: the very samples the model was trained on, ids 0-7,999),
-  4,000 fresh samples of domain A and 3,000 of domain B (training samples ``[12000, 15000)`` reversed): 80% familiar
-  domain, 20% new;
-- test sets: *mix* (the 4,000 domain-A test samples and the first 1,000 reversed: 80/20, the curve's accuracy),
-  *new* (all 4,000 test samples reversed) and *old* (the 4,000 domain-A test samples; forgetting is the pretrained
-  model's accuracy there minus the continued one's).
-
-**Pretraining** (:func:`pretrain`; not timed; one model per seed, ``torch.manual_seed(1000 + seed)``): the suite's
-model and recipe (batch 256, AdamW, one-cycle) for 10 epochs on the pretraining set, its training step handing the
-per-sample losses to a dense ``LossCache(size=8000)`` (``observe``, stamped with the epoch) as a user with a cache
-does. The model's and the cache's states are saved; every continued run starts from that seed's model, and the
-warm-cache arms carry the cache into the new run with ``LossCache.warm_start(state, id_map=...)`` (the 8,000
-replayed samples keep their ids; fresh and new samples are unknown).
-"""
+:func:`scratch`: the cached MNIST-1D 20k split as :class:`Mix` with only the mix test set. :func:`mix` (:class:`Sizes`
+for the numbers): the pretraining set, the continued mix of replayed, fresh and time-reversed (``x.flip(-1)``) samples,
+and its mix, new and old test sets. :func:`pretrain` (not timed; ``torch.manual_seed(1000 + seed)``): the suite's
+recipe on the pretraining set, its step feeding a dense ``LossCache`` that the warm-cache arms carry into the new run
+(``warm_start(state, id_map=...)``). The suite's design: ``benchmarks/frontier/README.md``."""
 
 from __future__ import annotations
 

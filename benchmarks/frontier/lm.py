@@ -1,35 +1,12 @@
 """The continued language-model suite (``continued-lm``): its data, pretraining, arms and run.
 
-**Data** (:func:`lm_mix`; :class:`LMSizes` for the numbers), all offline, read as bytes in chunks of 128
-(``harness.lm``: vocab 256, no tokenizer):
-
-- domain A, the *old* one: the Python standard library's code, every ``.py`` file under the stdlib in sorted path
-  order except the documentation file below; every 20th file is the old test set's, the others train;
-- domain B, the *new* one: the documentation text shipped with Python, ``pydoc_data/topics.py`` (the language
-  reference's prose, as string literals), split by position: its first 80% trains, its last 20% tests;
-- the pretraining set: ``pretrain`` training chunks of domain A (a fixed seeded draw);
-- the continued *mix* (``replay + fresh + new`` chunks): the first ``replay`` pretraining chunks again (ids
-  ``[0, replay)``, the very chunks the model was trained on), ``fresh`` chunks of domain A it never saw and ``new``
-  chunks of domain B: 80% familiar domain, 20% new;
-- test sets (nats per byte): *mix* (the old test chunks and the first ``test_mix_new`` new ones: 80/20), *new* (every
-  new test chunk) and *old* (the old test chunks; forgetting is the continued loss there minus the pretrained one's);
-- the irreducible model's hold-out (``ReducibleSelect``): ``holdout_old`` code chunks and ``holdout_new`` documentation
-  chunks (80/20, like the mix), drawn from what neither the pretraining nor the mix uses.
-
-**Pretraining** (:func:`pretrain_lm`; not timed; one model per seed, ``torch.manual_seed(1000 + seed)``): the ByteLM
-(width 128, 2 layers, 0.48M parameters) with AdamW (betas 0.9/0.95, weight decay 0.01), batch 16, LR 4e-3 one-cycle
-for ``pretrain_epochs`` epochs, its training step handing the per-sequence losses to a dense ``LossCache`` as a user
-with a cache does. The warm-cache arms carry that cache into the new run with ``warm_start(state, id_map=...)``: the
-replayed chunks keep their ids, the other pretraining chunks are dropped (-1), fresh and new chunks are unknown.
-
-**Arms** are :class:`~.arms.BudgetArm` configurations, built here for dict batches ``{"input_ids", "ids"}``: plain
-training, ``SBLoader`` with the causal-LM hooks (``sbdata.tasks.causal_lm()``; shrink layout), the warm cache, and a
-``PruningSampler`` over the warm cache, and ``ReducibleSelect`` (RHO-LOSS: top-k on the training loss minus an
-irreducible loss). Its irreducible model is a copy of the pretrained model trained one epoch on the hold-out (batch 16,
-the recipe's LR), whose losses on the mix are computed once, up front: ``ReducibleSelect`` then reads them by id, so a
-step scores with the live model alone. The up-front work is the run's (``upfront_steps`` training steps and
-``upfront_scored`` scored chunks, priced like any other step). Every run anneals a one-cycle LR over its own epochs.
-"""
+:func:`lm_mix` (:class:`LMSizes` for the numbers): the standard library's code (the old domain) and
+``pydoc_data/topics.py`` (the new one) as 128-byte chunks (``harness.lm``), cut into the pretraining set, the continued
+mix (replayed, fresh and new chunks), the mix, new and old test sets and the irreducible model's hold-out.
+:func:`pretrain_lm` (not timed; ``torch.manual_seed(1000 + seed)``): the ByteLM with its step feeding a dense
+``LossCache`` for the warm-cache arms. The arms are :class:`~.arms.BudgetArm` configurations on dict batches
+``{"input_ids", "ids"}``; ``ReducibleSelect``'s irreducible losses are computed once, up front, and priced as the
+run's (``upfront_steps``, ``upfront_scored``). The suite's design: ``benchmarks/frontier/README.md``."""
 
 from __future__ import annotations
 

@@ -245,7 +245,3 @@ def main(argv: list[str] | None = None) -> int:
             report(read_jsonl(out / "runs.jsonl"), json.loads((out / "timing.json").read_text()), suite, pretrained,
                    sizes if suite.continued else None, len(data.y_train), out)  # fmt: skip
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

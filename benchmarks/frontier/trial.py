@@ -1,17 +1,7 @@
 """``advise``'s branch trial on the continued language model (issue 28: "never loses", on a language model), against
 the suite's whole runs.
 
-Commands and the record: ``benchmarks/frontier/README.md`` (``continued-lm-trial``).
-
-The user's run: the seed's pretrained ByteLM continued with the suite's recipe (batch 16, AdamW 2e-3, one-cycle over 4
-epochs of the mix). After its first epoch (a quarter of the run, the LR near its peak), ``advise(loader, model,
-**causal_lm(), optimizer=<the live AdamW>, probe=..., trial_steps=256)``: every option (whole batches; top-k, random
-and the smaller batch at keeps 0.25 and 0.5) trains 256 loader batches (about 4 epochs of the mix, as long as the
-whole recipe) on its own copy of the model and optimizer, and is measured on the irreducible model's hold-out (500
-chunks, 80% code and 20% documentation, never trained on by any run and never a test set), in minus nats per byte.
-The whole-run side is the suite's own grid at the user's batch and LR: each option's least priced seconds to the
-user's recipe's final mix nats per byte (``report.price``), per seed.
-"""
+Design, commands and the record: ``benchmarks/frontier/README.md`` (``continued-lm-trial``)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ under ``torch.cuda.set_sync_debug_mode("error")``. Commands: ``benchmarks/gpu/RE
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 
 import torch
@@ -180,7 +179,3 @@ def main(argv: list[str] | None = None) -> int:
     results["seconds"] = time.perf_counter() - started
     write_results(args.out / args.suite, results, table(results))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

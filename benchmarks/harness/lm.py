@@ -1,17 +1,8 @@
 """The language-model benchmark's data and model: the Python standard library as a byte-level corpus, and a small
 causal transformer in plain torch.
 
-Corpus: every ``.py`` file under ``sysconfig.get_paths()["stdlib"]`` (``site-packages``, ``dist-packages`` and
-``__pycache__`` excluded), in sorted path order. Files are split by position in that order, never by chunk: every
-20th file (positions 0, 20, ...) is validation, every 20th from position 10 is the irreducible model's hold-out
-(``ReducibleSelect``), the rest train. Each split's files are concatenated (a newline between files) and cut into
-non-overlapping chunks of ``CONTEXT`` bytes (vocab 256, one token per byte; no tokenizer).
-
-Noise-like proxy: a chunk's zlib ratio, ``len(zlib.compress(chunk, 9)) / len(chunk)``. Hard-to-compress chunks
-are string literals, tables, hashes, base64 and other blobs, where a byte model's loss stays high whatever it
-learns. The top 10% of the training chunks by this ratio are "noise-like", so the data's own share is 10% by
-construction; a run reports the share of its trained sequences that are noise-like.
-"""
+The corpus's split by file (validation, the irreducible model's hold-out, training), its ``CONTEXT``-byte chunks and
+the noise-like proxy (a chunk's zlib ratio; the top 10% of the training chunks): ``benchmarks/lm/README.md``."""
 
 from __future__ import annotations
 

@@ -3,14 +3,7 @@ its controls, the loss cache with ``observe()``, ``ReducibleSelect`` and ``Pruni
 
 Every arm trains the same :class:`~benchmarks.harness.lm.ByteLM` on dict batches ``{"input_ids": (B, T) long,
 "ids": (B,) long}`` (ids index the regime's pool of chunks), with per-sequence losses from
-``sbdata.tasks.causal_lm()`` (mean next-byte cross-entropy over the sequence). Layouts of selection arms:
-
-- *shrink*: loader batch B, each SB batch shrinks to ``keep * B`` sequences (more, smaller optimizer steps per unit
-  of compute);
-- *fixed*: loader batch B as well, the kept sequences pooled into batches of exactly B (``batch_size=B``), so the
-  optimizer always sees the tuned batch and each of its batches costs about ``B / keep`` scoring forwards (the
-  MNIST-1D benchmarks' fixed layout, ``harness/arms.py``).
-"""
+``sbdata.tasks.causal_lm()``; the *shrink* and *fixed* layouts are the MNIST-1D arms' (``harness/arms.py``)."""
 
 from __future__ import annotations
 

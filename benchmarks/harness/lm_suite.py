@@ -1,20 +1,10 @@
 """The language-model suite, shared by the language-model benchmark (``python -m benchmarks lm``) and the auto
 benchmark's LM arms (``python -m benchmarks auto lm``): its plan, data, tuning grid and runs.
 
-Regimes (corpus and model in :mod:`.lm`, arms in :mod:`.lm_arms`, the run in :mod:`.lm_train`):
-
-- ``single-pass`` (pretraining-like): every run reads a seeded permutation of all training chunks and never sees a
-  chunk twice; an arm that scores more reads further into it.
-- ``repeating`` (fine-tuning-like): a fixed subset of ``SUBSET`` training chunks, which the tuned baseline reads
-  about 8 times at the reference budget, so the loss cache and pruning can reuse losses.
-
-Tuning: the baseline's (batch, LR) grid runs at equal seconds (``REFERENCE_SECONDS`` of CPU time each, the LR
-annealed over them), because per-step costs make small batches dear in seconds: at equal FE the smallest batch
-always won (batch 1 at 1.82 nats/byte against 1.86 at batch 4), at 1.7x the seconds. The reference budget is the
-tuned run's FE; every arm runs at 0.4x and 1.0x of it. Runs are interleaved (per seed and budget, every arm in turn,
-rotating) and appended to ``<out>/<stage>.jsonl`` as they end (:func:`~.runs.run_loop`), so a rerun continues where a
-crash stopped. Torch runs on one thread with the allocator pinned (:mod:`.timing`); seconds are thread CPU time.
-"""
+Corpus and model in :mod:`.lm`, arms in :mod:`.lm_arms`, the run in :mod:`.lm_train`. The regimes (``single-pass``,
+``repeating`` on ``SUBSET`` chunks), the tuning at equal seconds (``REFERENCE_SECONDS`` each) and the budgets (0.4x
+and 1.0x the tuned run's FE): ``benchmarks/lm/README.md``. Runs are interleaved and appended to ``<out>/<stage>.jsonl``
+as they end (:func:`~.runs.run_loop`), so a rerun continues where a crash stopped; seconds are thread CPU time."""
 
 from __future__ import annotations
 

@@ -1,14 +1,10 @@
 """One run of the language-model benchmark: train an arm to its budget and record validation loss against compute
 and seconds.
 
-Budgets are in forward-equivalents (FE) of sequences (the baseline's tuning grid runs to a budget in seconds): a
-scoring forward of one sequence counts 1 (plus the irreducible model's relative FLOPs for ``ReducibleSelect``), a
-trained sequence 3, and the irreducible model's training is added up front. On this model a trained byte costs
-2.7-3.1 scored bytes on one CPU thread, so FE tracks seconds here; the seconds are measured anyway (this thread's
-CPU time, evaluation excluded). Arms metered by FE anneal their one-cycle LR over ``FE so far / budget`` and stop
-when the budget is spent, so every such arm of a budget has the same compute; pruning arms run the baseline's epochs
-of that budget and anneal over epochs.
-"""
+Budgets are in forward-equivalents (FE) of sequences, priced by ``cost.priced`` (``ReducibleSelect``'s irreducible
+model adds its relative FLOPs per scored sequence, its training up front). Arms metered by FE anneal their one-cycle
+LR over ``FE so far / budget`` and stop when it is spent; pruning arms run the baseline's epochs of that budget and
+anneal over epochs. Seconds are this thread's CPU time, evaluation excluded."""
 
 from __future__ import annotations
 

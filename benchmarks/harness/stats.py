@@ -31,6 +31,17 @@ def sd(values: list[float]) -> float:
     return statistics.stdev(values) if len(values) > 1 else 0.0
 
 
+def or_never(value: float | None, unit: str = "x", spec: str = ".2f", how: str = "") -> str:
+    """``value`` formatted (``1.23x`` by default), or ``never`` where it is None (the target was not reached);
+    ``how``: :func:`reach`'s, whose ``"at or below"`` (an upper bound) prefixes ``<=``."""
+    return "never" if value is None else f"{'<=' if how == 'at or below' else ''}{value:{spec}}{unit}"
+
+
+def percent(value: float | None, sd: float | None = None) -> str:
+    """A share in percent with two decimals (and `` ± sd``), or ``n/a`` where it is None."""
+    return "n/a" if value is None else f"{100 * value:.2f}" + ("" if sd is None else f" ± {100 * sd:.2f}")
+
+
 def reach(points: list[tuple[float, float]], target: float) -> tuple[float | None, str]:
     """Cost at which a piecewise-linear (cost, accuracy) curve first reaches ``target``.
 

@@ -2,15 +2,8 @@
 
 :func:`interleaved` runs every timed block once per round, the order rotating from round to round (:func:`rotated`),
 so that a load change on a shared machine hits every block alike; every timing benchmark times through it.
-
-glibc's ``malloc`` adapts as a process runs: buffers above ``M_MMAP_THRESHOLD`` (128 KiB at start) are mapped
-and unmapped on every call, page faults included, until a freed mapping raises the threshold; freed heap memory is
-trimmed back to the system above ``M_TRIM_THRESHOLD``. A small model's activations (a 256 x 256 float32 hidden
-layer is 256 KiB) sit right at these thresholds, so the same forward can take 2.1 ms or 5.1 ms depending on heap
-history, which moves any ratio that includes a scoring pass by 10-20%. :func:`pin_allocator` fixes the
-thresholds at process start (heap allocation up to 32 MiB, no trimming, one arena), so every arm of a benchmark
-runs under the same allocator behaviour.
-"""
+:func:`pin_allocator` fixes glibc's adaptive ``malloc`` thresholds at process start, which alone moved a small
+model's forward by 10-20% with heap history (``benchmarks/throughput/README.md``)."""
 
 from __future__ import annotations
 

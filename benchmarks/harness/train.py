@@ -1,13 +1,9 @@
 """The MNIST-1D benchmarks' training run (one arm, one budget, one seed), its LR schedule, and plain training.
 
-A *run* trains one arm (see ``arms.py``) for a fixed number of epochs with its LR schedule annealed to the end
-of that budget, evaluates test accuracy at evenly spaced points of loader progress, and returns a JSON-ready
-dict: the curve (progress, forward-equivalents, seconds, accuracy) and the final numbers. Evaluation time is
-excluded from the seconds. Cost model (forward-equivalents, FE): a scoring forward counts 1 per sample times the
-scoring pixel ratio, a trained sample counts 3 (forward plus a backward of about twice its cost), and a policy's
-extra model (``ReducibleSelect``) counts 1 per scored sample; one-off costs (training the irreducible model) are
-added up front.
-"""
+A *run* (:func:`train_run`) trains one arm (``arms.py``) for a fixed number of epochs, its LR annealed to the end of
+that budget, evaluates at evenly spaced points of loader progress and returns a JSON-ready record: the curve
+(progress, forward-equivalents priced by ``cost.priced``, seconds without the evaluations, accuracy) and the final
+numbers."""
 
 from __future__ import annotations
 

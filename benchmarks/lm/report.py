@@ -1,4 +1,4 @@
-"""Tables, targets and the plot of the language-model benchmark (``python -m benchmarks.lm report``).
+"""Tables, targets and the plot of the language-model benchmark (``python -m benchmarks lm report``).
 
 Comparisons at *equal compute* (FE) or *equal seconds* read both runs' validation curves at the smaller of their
 two final values (linear interpolation between evaluation points), so a run that overshot its budget by one step
@@ -16,18 +16,11 @@ from typing import Any
 from benchmarks.harness.lm_suite import tuned
 from benchmarks.harness.plots import pyplot
 from benchmarks.harness.records import read_jsonl, write_results
+from benchmarks.harness.stats import at_cost, mean, sd
 
 MARGIN = 0.05  # nats/byte by which top-k must beat random
 PAIRS = [(f"topk-{k}-{layout}", f"random-{k}-{layout}") for k in (0.5, 0.25) for layout in ("shrink", "fixed")]
 NOISE_AVOIDING = ("reducible-0.5-shrink", "rank-0.5-shrink", "cache-s2-observe-0.5-shrink", "topk-0.5-shrink")
-
-
-def at(points: list[tuple[float, float]], x: float) -> float | None:
-    """Linear interpolation of ``[(x, y), ...]`` (x ascending) at ``x``; None outside the points."""
-    for (x0, y0), (x1, y1) in itertools.pairwise(points):
-        if x0 <= x <= x1:
-            return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
-    return None
 
 
 def curve(run: dict[str, Any], axis: str) -> list[tuple[float, float]]:
@@ -37,7 +30,7 @@ def curve(run: dict[str, Any], axis: str) -> list[tuple[float, float]]:
 def gap(worse: dict[str, Any], better: dict[str, Any], axis: str) -> float | None:
     """``worse``'s validation loss minus ``better``'s at the smaller of their final ``axis`` values."""
     x = min(worse["curve"][-1][axis], better["curve"][-1][axis])
-    a, b = at(curve(worse, axis), x), at(curve(better, axis), x)
+    a, b = at_cost(curve(worse, axis), x), at_cost(curve(better, axis), x)
     return None if a is None or b is None else a - b
 
 
@@ -50,14 +43,6 @@ def reach(run: dict[str, Any], target: float, axis: str) -> float | None:
                 return x1
             return x0 + (x1 - x0) * (y0 - target) / (y0 - y1)
     return None
-
-
-def _mean(values: list[float]) -> float | None:
-    return statistics.fmean(values) if values else None
-
-
-def _sd(values: list[float]) -> float:
-    return statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def index(runs: list[dict[str, Any]]) -> dict[tuple[str, str, float, int], dict[str, Any]]:
@@ -78,16 +63,16 @@ def arm_rows(runs: list[dict[str, Any]], regime: str) -> list[dict[str, Any]]:
             "arm": arm,
             "fraction": fraction,
             "seeds": len(group),
-            "val_loss": _mean(vals),
-            "val_sd": _sd(vals),
-            "fe": _mean([r["fe"] / r["budget_fe"] * fraction for r in group]),
-            "seconds": _mean([r["seconds"] for r in group]),
-            "tokens_per_second": _mean([r["trained_tokens_per_second"] for r in group]),
-            "noisy_share": _mean([r["noisy_share"] for r in group]),
-            "data_noisy_share": _mean([r["data_noisy_share"] for r in group]),
-            "epochs_read": _mean([r["epochs_read"] for r in group]),
-            "steps": _mean([r["steps"] for r in group]),
-            "reused": _mean(
+            "val_loss": mean(vals),
+            "val_sd": sd(vals),
+            "fe": mean([r["fe"] / r["budget_fe"] * fraction for r in group]),
+            "seconds": mean([r["seconds"] for r in group]),
+            "tokens_per_second": mean([r["trained_tokens_per_second"] for r in group]),
+            "noisy_share": mean([r["noisy_share"] for r in group]),
+            "data_noisy_share": mean([r["data_noisy_share"] for r in group]),
+            "epochs_read": mean([r["epochs_read"] for r in group]),
+            "steps": mean([r["steps"] for r in group]),
+            "reused": mean(
                 [r["sequences_reused"] / max(1, r["sequences_reused"] + r["sequences_scored"]) for r in group]
             ),
         }
@@ -261,7 +246,7 @@ def tuning(records: list[dict[str, Any]], regime: str) -> dict[str, Any]:
     """:func:`tuned`, with whether the best point is inside the grid and every grid point's loss."""
     best = tuned(records, regime)
     if best is None:
-        raise ValueError(f"no tuning run of regime {regime!r} in tune.jsonl: run `python -m benchmarks.lm tune` first")
+        raise ValueError(f"no tuning run of regime {regime!r} in tune.jsonl: run `python -m benchmarks lm tune` first")
     b, lr, batches, lrs = best["batch"], best["lr"], best["batches"], best["lrs"]
     inside = batches[0] < b < batches[-1] and lrs[0] < lr < lrs[-1]
     rows = [r for r in records if r["regime"] == regime]
@@ -331,14 +316,9 @@ def plot(runs: list[dict[str, Any]], out: Path) -> Path | None:
             ax = axes[row][col]
             for arm in arms:
                 group = [r for r in mine if r["arm"] == arm and r["fraction"] == top]
-                xs = [
-                    statistics.fmean(p[axis] for p in points)
-                    for points in zip(*(g["curve"] for g in group), strict=False)
-                ]
-                ys = [
-                    statistics.fmean(p["val_loss"] for p in points)
-                    for points in zip(*(g["curve"] for g in group), strict=False)
-                ]
+                evals = list(zip(*(g["curve"] for g in group), strict=False))  # the seeds' n-th points together
+                xs = [statistics.fmean(p[axis] for p in points) for points in evals]
+                ys = [statistics.fmean(p["val_loss"] for p in points) for points in evals]
                 color, dash = style[arm]
                 ax.plot(xs[1:], ys[1:], color=color, linestyle=dash, marker=".", label=arm)
             ax.set_xlabel("CPU seconds" if axis == "seconds" else "forward-equivalents (sequences)")

@@ -6,7 +6,6 @@ auto benchmark) is ``harness/lm_suite.py``; commands and records: ``benchmarks/l
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import replace
 
@@ -51,7 +50,3 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     stage(args.stage, plan, out, args.worker, args.round)  # type: ignore[arg-type]
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -175,7 +175,3 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<9} {mode:<7} SBLoader / hand-written = {ratio:.3f}", flush=True)
     write_results(args.out / args.suite, results, table(results))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

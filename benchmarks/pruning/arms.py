@@ -1,16 +1,9 @@
 """Arms of the pruning benchmark (issue 13): a baseline at any batch size and LR, and epoch-level pruning arms.
 
-Every arm here carries its own recipe (``batch``, ``lr``), which ``harness.train.train_run`` merges over the family's
-recipe, so the tuned baseline and every arm judged against it train at the tuned batch size and LR. Pruning arms
-draw each epoch's samples from a :class:`sbdata.PruningSampler` over a dense ``LossCache`` fed by the training
-step's own losses (``observe``); the kept low-loss samples' losses are rescaled by the sampler's weights.
-
-- ``baseline-tuned``: the best (batch, LR) of the grid, plain training.
-- ``prune``: InfoBatch defaults (prune 0.5 of the below-mean samples, weight 1/(1-0.5), last 12.5% of epochs full).
-- ``prune-random``: the same number of samples pruned uniformly at random (weights 1): the control.
-- ``prune+sb``: pruning, then SBLoader (top-k, keep 0.5, shrink) with the same cache, one ``observe`` line.
-- ``sb-cache``: SBLoader with the cache (top-k, keep 0.5, shrink, staleness 2, observe) at the tuned recipe.
-"""
+Every arm carries its own recipe (``batch``, ``lr``), which ``harness.train.train_run`` merges over the family's, so
+every arm trains at the tuned batch size and LR. Pruning arms draw each epoch from a :class:`sbdata.PruningSampler`
+over a dense ``LossCache`` fed by the training step's own losses (``observe``). The arms, one line each:
+``benchmarks/pruning/README.md``."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from benchmarks.harness.cost import pruning_run_seconds
 from benchmarks.harness.plots import pyplot
-from benchmarks.harness.stats import at_cost, group, mean, reach, sd
+from benchmarks.harness.stats import at_cost, group, mean, or_never, percent, reach, sd
 
 EQUAL = (0.6, 0.72)  # seconds, as a share of the tuned baseline's, where accuracies are compared
 
@@ -158,16 +158,6 @@ def verdicts(summary: dict[str, Any], steps: dict[str, dict[str, float]]) -> dic
 
 
 # ----------------------------------------------------------------- output
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.2f}"
-
-
-def _x(value: float | None, how: str = "") -> str:
-    if value is None:
-        return "never"
-    return f"{'<=' if how == 'at or below' else ''}{value:.2f}x"
-
-
 def table(summary: dict[str, Any]) -> str:
     """The suite's Markdown: headline, per-arm reading, per-budget rows, tuning grid, verdicts."""
     t, s = summary["target"], summary["target_sd"]
@@ -190,9 +180,11 @@ def table(summary: dict[str, Any]) -> str:
         final = row["final_accuracy"]
         ms = row["decision_ms_per_epoch"]
         lines.append(
-            f"| {arm} | {len(final)} | {_x(row['reach_target_minus_sd'], row['reach_target_minus_sd_how'])} "
-            f"| {_x(row['reach_target'], row['reach_target_how'])} | {_pct(row['at_0.6']['mean'])} | {cells[0]} "
-            f"| {cells[1]} | {_pct(row['at_0.72']['mean'])} | {100 * mean(final):.2f} ± {100 * sd(final):.2f} "
+            f"| {arm} | {len(final)} | "
+            f"{or_never(row['reach_target_minus_sd'], how=row['reach_target_minus_sd_how'])} "
+            f"| {or_never(row['reach_target'], how=row['reach_target_how'])} | {percent(row['at_0.6']['mean'])} | "
+            f"{cells[0]} "
+            f"| {cells[1]} | {percent(row['at_0.72']['mean'])} | {100 * mean(final):.2f} ± {100 * sd(final):.2f} "
             f"[{row['final_epochs']}] | {row['loaded_share']:.2f} | {'' if ms is None else f'{ms:.1f}'} |"
         )
     noisy = {arm: row["noisy_share"] for arm, row in summary["arms"].items() if row["noisy_share"] is not None}

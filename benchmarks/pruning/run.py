@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -241,7 +240,3 @@ def loading(n: int = 20_000, length: int = 4096, rounds: int = 3, workers: int =
     out = {name: {"samples_loaded": loaded[name], "seconds": statistics.median(s)} for name, s in seconds.items()}
     out["config"] = {"samples": n, "values_per_sample": length, "num_workers": workers, "rounds": rounds}
     return out
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,19 +1,8 @@
 """Scoring agreement: do bf16-autocast scores keep the same samples as fp32 scores (issue 42's target: 0.9 or more)?
 
-Exact commands (from the repository root; not a timing, so a shared CPU does not move the numbers):
-
-    python -m benchmarks scoring_agreement                       # mlp, cnn, lm -> benchmarks/results/scoring_agreement/
-    python -m benchmarks scoring_agreement --smoke --out /tmp/sa  # seconds; what CI runs
-
-For each suite's model at a few points of training, :data:`BATCHES` loader batches of its training set are scored
-twice with sbdata's own scoring pass (``Scorer``: eval mode, no gradients), under ``torch.autocast`` with bfloat16
-and at full precision, and compared (``sbdata.scoring.compare``): the kept sets' agreement ``|A ∩ B| / k`` at keep
-0.25 and 0.5 (1.0: top-k keeps the same samples either way), reported as the mean and the lowest over the batches.
-That is what ``autocast_check_every=`` measures live on a run. The MNIST-1D MLP and ConvNet train through the harness's
-run loop with their recipes (``train_run``, measured at its ``inspect`` points); the byte LM (``ByteLM``) with its
-suite's optimizer at batch 8, measured every :data:`LM_EVERY` steps. The digits suite's model lives in its own folder
-(benchmark folders share nothing): its figures in the README were taken with this module's :func:`measure`.
-"""
+Commands, method and the record: ``benchmarks/scoring_agreement/README.md``. Each suite's model is scored twice by
+sbdata's ``Scorer`` (bfloat16 autocast and full precision) on :data:`BATCHES` loader batches at a few points of
+training, and compared with ``sbdata.scoring.compare``."""
 
 from __future__ import annotations
 
@@ -128,7 +117,3 @@ def main(argv: list[str] | None = None) -> int:
     (folder / "machine.json").write_text(json.dumps({**machine(), "smoke": args.smoke}, indent=2))
     print(table(found))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

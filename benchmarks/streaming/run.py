@@ -250,7 +250,3 @@ def write_plot(result: dict, path: Path) -> None:
     right.set(xlabel="thousand samples/s (median, log scale)", title="throughput")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import statistics
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -199,7 +198,3 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{family} {name:<40} {1e3 * measured:8.2f} ms measured, {1e3 * predicted:8.2f} predicted")
     write_results(args.out / args.suite, results, table(results))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import plots as _plots
+from benchmarks.harness import stats
 from benchmarks.harness.arms import Arm
 from benchmarks.harness.cost import step_kind, suite_arm_seconds
 from benchmarks.harness.models import RECIPES
 from benchmarks.harness.records import read_jsonl
-from benchmarks.harness.stats import at_cost, budget_curve, group, mean, paired_gap, reach, sd, summarise
+from benchmarks.harness.stats import group, mean, or_never, paired_gap, percent, reach, sd
 
 CONTROLS = ("baseline-small-batch", "random", "random-fixed")
 
@@ -28,18 +29,6 @@ def config_text(cfg: dict[str, Any]) -> str:
     if cfg.get("staleness") is not None:
         cache = f", LossCache(staleness={cfg['staleness']}){' + observe' if cfg.get('observe') else ''}"
     return f"{policy} keep={cfg['keep']}, {layout}, {window}{mode}{cache}"
-
-
-def _ratio(value: float | None, how: str = "") -> str:
-    if value is None:
-        return "never"
-    return f"{'<=' if how == 'at or below' else ''}{value:.2f}x"
-
-
-def _pct(value: float | None, sd: float | None = None) -> str:
-    if value is None:
-        return "n/a"
-    return f"{100 * value:.2f}" + ("" if sd is None else f" ± {100 * sd:.2f}")
 
 
 def suite_table(summary: dict[str, Any]) -> str:
@@ -60,16 +49,17 @@ def suite_table(summary: dict[str, Any]) -> str:
         seeds = ", ".join("never" if v is None else f"{v:.2f}" for v in row["reach_fe_seeds"])
         timed = "n/a"
         if "reach_timed" in row:
-            timed = f"{_ratio(row['reach_timed'])} ({row['timed_epoch_ratio']:.2f}x per epoch)"
+            timed = f"{or_never(row['reach_timed'])} ({row['timed_epoch_ratio']:.2f}x per epoch)"
         gaps = []
         for control in ("baseline-small-batch", "random"):
             gap = None if arm == control else paired_gap(summary, arm, control)
             gaps.append("" if gap is None else f"{gap['mean']:+.2f} [{gap['min']:+.2f}, {gap['max']:+.2f}]")
         lines.append(
-            f"| {arm} | {config_text(row['config'])} | {_ratio(row['reach_fe'], row['reach_fe_how'])} [{seeds}] | "
-            f"{timed} | {_ratio(row['reach_seconds'], row['reach_seconds_how'])} | {_ratio(row['first_fe'])}, "
-            f"{_ratio(row['first_seconds'])} | {_pct(row['equal_cost_mean'], row['equal_cost_sd'])} | {gaps[0]} | "
-            f"{gaps[1]} | {_pct(row['final_accuracy'], row['final_sd'])} |"
+            f"| {arm} | {config_text(row['config'])} | {or_never(row['reach_fe'], how=row['reach_fe_how'])} "
+            f"[{seeds}] | {timed} | {or_never(row['reach_seconds'], how=row['reach_seconds_how'])} | "
+            f"{or_never(row['first_fe'])}, {or_never(row['first_seconds'])} | "
+            f"{percent(row['equal_cost_mean'], row['equal_cost_sd'])} | {gaps[0]} | {gaps[1]} | "
+            f"{percent(row['final_accuracy'], row['final_sd'])} |"
         )
     lines += [
         "",
@@ -83,7 +73,7 @@ def suite_table(summary: dict[str, Any]) -> str:
             secs = " / ".join(f"{s:.1f}" for s in b["seconds"])
             noisy = "" if b["noisy_share"] != b["noisy_share"] else f"{100 * b['noisy_share']:.1f}%"
             lines.append(
-                f"| {arm} | {b['epochs']} | {b['fe_ratio']:.2f} | {_pct(b['accuracy_mean'], b['accuracy_sd'])} "
+                f"| {arm} | {b['epochs']} | {b['fe_ratio']:.2f} | {percent(b['accuracy_mean'], b['accuracy_sd'])} "
                 f"({b['n']} seeds) | {secs} | {noisy} |"
             )
     return "\n".join(lines) + "\n"
@@ -115,7 +105,7 @@ def cache_table(records: list[dict[str, Any]]) -> str:
         accs = [r["accuracy"] for r in runs]
         seeds = ", ".join(f"{100 * a:.2f}" for a in accs)
         lines.append(
-            f"| {arm} | {mean(shares):.3f} | {1 - mean(shares):.0%} | {_pct(mean(accs), sd(accs))} [{seeds}] | "
+            f"| {arm} | {mean(shares):.3f} | {1 - mean(shares):.0%} | {percent(mean(accs), sd(accs))} [{seeds}] | "
             f"{mean([r['fe'] for r in runs]) / base_fe:.2f} |"
         )
     return "\n".join(lines) + "\n"
@@ -150,7 +140,7 @@ def add_priced_seconds(summary: dict[str, Any], records: list[dict[str, Any]], t
 
 
 def write_suite(records: list[dict[str, Any]], out: Path) -> dict[str, Any]:
-    summary = summarise(records)
+    summary = stats.summarise(records)
     add_priced_seconds(summary, records, out.parents[1] / "throughput" / "main" / "summary.json")
     summary["gaps"] = {
         arm: {c: paired_gap(summary, arm, c) for c in CONTROLS if c in summary["arms"] and c != arm}
@@ -173,7 +163,7 @@ def write_sweep(records: list[dict[str, Any]], out: Path) -> dict[str, Any]:
     "<=" an upper bound (below the baseline's cheapest measured budget).
     """
     arms = group(records)
-    base = budget_curve(arms["baseline"], "fe")
+    base = stats.budget_curve(arms["baseline"], "fe")
     rows, best = [], {}
     for arm, by_epochs in arms.items():
         effs = []
@@ -221,4 +211,4 @@ def report_all(out: Path) -> None:
         print(f"wrote {folder}")
 
 
-__all__ = ["at_cost", "report_all", "suite_table", "write_suite", "write_sweep"]
+__all__ = ["report_all", "suite_table", "write_suite", "write_sweep"]

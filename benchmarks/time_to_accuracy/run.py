@@ -7,8 +7,6 @@ Stages: ``sweep``, a suite (``clean100k``, ``clean20k``, ``noisy100k``, ``mlp100
 
 from __future__ import annotations
 
-import sys
-
 import torch
 
 from benchmarks.harness import suites as _suites
@@ -44,7 +42,3 @@ def main(argv: list[str] | None = None) -> int:
     else:
         report.write_suite(records, args.out / suite.name)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

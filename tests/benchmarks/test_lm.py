@@ -13,7 +13,8 @@ import torch
 from benchmarks.harness.lm import ByteLM, chunks_of, load_corpus, stdlib_files, validation_loss, zlib_ratios
 from benchmarks.harness.lm_arms import LMArm, SequenceBatches, sequence_losses
 from benchmarks.harness.lm_suite import tuned, widened
-from benchmarks.lm.report import at, gap, reach
+from benchmarks.harness.stats import at_cost
+from benchmarks.lm.report import gap, reach
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,8 +95,8 @@ def curve(*points):
 
 
 def test_interpolation_gap_and_reach_known_answers():
-    assert at([(0, 5.0), (10, 3.0)], 5) == pytest.approx(4.0)
-    assert at([(0, 5.0), (10, 3.0)], 11) is None
+    assert at_cost([(0, 5.0), (10, 3.0)], 5) == pytest.approx(4.0)  # the report reads a loss curve with it too
+    assert at_cost([(0, 5.0), (10, 3.0)], 11) is None
     slow, fast = curve((0, 5.0), (10, 3.0)), curve((0, 5.0), (8, 2.0))
     assert gap(slow, fast, "fe") == pytest.approx(3.4 - 2.0)  # both read at fe=8, the smaller final
     assert reach(fast, 3.0, "fe") == pytest.approx(16 / 3)  # 5 -> 2 over 8: 3.0 at 2/3 of the way
