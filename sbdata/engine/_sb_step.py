@@ -287,6 +287,12 @@ class SBStep:
         any (refused with a cache unless ``score="loss"``: the cache holds the scores); and, on the first observed
         batches of an eval-mode scored model with running statistics, compared with the scoring pass's losses
         (:class:`~sbdata.engine._score_mode.ScoreModeCheck`)."""
+        if self.cache is None and not self.mode_check.applies:  # nothing would use the losses: say so, not drop them
+            raise ValueError(
+                "observe() records losses into a LossCache (and, for a model with BatchNorm-like running statistics "
+                "scored in eval mode, compares its first batches with the scoring pass), and this loader has neither: "
+                "pass cache=LossCache(...) with id_key= to the loader, or drop the observe() call"
+            )
         if self.cache is not None and self.scorer.score != "loss":
             raise ValueError(
                 f"observe() records training losses, but this loader scores by score={self.scorer.score!r} and its "

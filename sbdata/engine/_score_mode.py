@@ -42,6 +42,7 @@ class ScoreModeCheck:
 
     def __init__(self, scorer: Scorer, model: nn.Module, tracker: StatsTracker) -> None:
         active = scorer.score_mode == "eval" and scorer.score == "loss" and has_running_stats(model)
+        self.applies = active  # whether observed losses are ever compared (a fixed property of the loader)
         self.left = OBSERVES_CHECKED if active else 0
         self.tracker = tracker
         self.warned = False

@@ -3,6 +3,7 @@ import re
 
 import pytest
 import torch
+from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from sbdata import LossCache, SBCollator, SBLoader, SelectionEngine, with_index
@@ -159,10 +160,14 @@ def test_missing_duplicate_and_out_of_range_ids():
 
 def test_observe_misuse():
     model = OracleModel(LOSSES)
-    plain = SBLoader(BATCHES, model, ce)
-    plain.observe(BATCHES[0], torch.zeros(8))  # without a cache: only compared with the scoring pass (BatchNorm check)
-    with pytest.raises(ValueError, match="7 losses for a batch of 8"):
-        plain.observe(BATCHES[0], torch.zeros(7))
+    plain = SBLoader(BATCHES, model, ce)  # no cache, no running statistics: nothing would use the losses
+    with pytest.raises(
+        ValueError, match=r"pass cache=LossCache\(...\) with id_key= to the loader, or drop the observe"
+    ):
+        plain.observe(BATCHES[0], torch.zeros(8))
+    normed = SBLoader(BATCHES, nn.Sequential(nn.Linear(1, 2), nn.BatchNorm1d(2)), ce)  # the BatchNorm check uses them
+    with pytest.warns(UserWarning, match='Pass score_mode="train"'):  # training losses 0: far below the scoring pass
+        normed.observe(BATCHES[0], torch.zeros(8))
     cached = SBLoader(BATCHES, model, ce, cache=LossCache(size=16), id_key="index")
     with pytest.raises(ValueError, match="shape \\(B,\\)"):
         cached.observe(BATCHES[0], torch.zeros(()))
