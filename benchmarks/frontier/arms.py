@@ -9,12 +9,14 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from benchmarks.harness._sb import LossCache, PruningSampler, SBLoader, auto_decisions
 from benchmarks.harness.arms import OwnRecipe, Probe, SamplerObserver
 from benchmarks.harness.data import ShuffledBatches, inputs_targets
 from benchmarks.harness.models import MODELS
 from benchmarks.harness.pruned import NoScoring, PrunedBatches, PruneProbe
+from benchmarks.harness.train import endless
 from benchmarks.harness.train import endless_steps as steps
 
 from .data import Mix
@@ -35,7 +37,12 @@ class BudgetArm(OwnRecipe):
         keep: the share of each SB batch trained, or ``"auto"``.
         warm: the warm cache: the pretraining run's ``LossCache`` carried in with ``warm_start`` (staleness
             ``staleness``, the training step observing its losses).
-        prune: with a float, a ``PruningSampler`` (InfoBatch) over the warm cache prunes this share each epoch.
+        prune: with a float, a ``PruningSampler`` prunes by ``rule`` each epoch over the warm cache, or from scratch
+            over a cache the training step fills (a sample not yet seen is loaded).
+        rule: the sampler's rule: ``"infobatch"`` (prunes ``prune`` of the below-mean losses) or ``"top_losses"``
+            (the top 25% by last training loss plus 10% of the rest re-checked; ``prune`` not read).
+        autocast: score under bfloat16 autocast (``autocast_dtype=torch.bfloat16``, its live check at the default
+            interval).
         staleness: the warm cache's staleness in epochs (the step timing's kinds set 0 and 10**6).
     """
 
@@ -46,6 +53,8 @@ class BudgetArm(OwnRecipe):
     keep: float | str = 1.0
     warm: bool = False
     prune: float | None = None
+    rule: str = "infobatch"
+    autocast: bool = False
     staleness: int = STALENESS
 
     @property
@@ -56,16 +65,16 @@ class BudgetArm(OwnRecipe):
         tensors = split.fields()
         n = len(tensors[0])
         cache = None
-        if self.warm:
+        if self.warm or self.prune is not None:  # the ids ride in the last field
             tensors = (*tensors, torch.arange(n))
             cache = LossCache(staleness=self.staleness, size=n)
+        if self.warm:
             cache.warm_start(split.pretrained(seed)["cache"], id_map=split.id_map())
         source: Any
         sampler = None
         if self.prune is not None:
-            if cache is None:
-                raise ValueError(f"arm {self.name}: prune= needs warm=True (the sampler reads the warm cache)")
-            sampler = PruningSampler(n, cache, epochs=epochs, prune=self.prune, seed=seed)
+            assert cache is not None
+            sampler = PruningSampler(n, cache, epochs=epochs, prune=self.prune, rule=self.rule, seed=seed)
             source = PrunedBatches(tensors, self.batch, sampler)
         else:
             source = ShuffledBatches(tensors, self.batch, seed)
@@ -79,6 +88,8 @@ class BudgetArm(OwnRecipe):
         options: dict[str, Any] = {"keep": self.keep, "generator": seed, "split": inputs_targets}
         if self.policy != "default":
             options["policy"] = self.policy
+        if self.autocast:
+            options["autocast_dtype"] = torch.bfloat16
         if cache is not None:
             options.update(cache=cache, id_key=-1)
         loader = SBLoader(source, model, F.cross_entropy, **options)
@@ -101,10 +112,50 @@ def endless_steps(arm: BudgetArm, data: Mix, family: str, *, pretrained: bool, s
     (``harness.train.probed_step``), epoch after epoch, at a small fixed LR, from the seed's pretrained model or a
     fresh one. With ``prefill``, one epoch runs before the first step is yielded (a warm cache then knows every
     sample)."""
+    model = _model(data, family, pretrained, seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=arm.lr / 25)
+    batches, probe = arm.build(model, data, family=family, batch=arm.batch, epochs=10**6, seed=seed)
+    return steps(model, optimizer, probe, batches, prefill=prefill)
+
+
+def _model(data: Mix, family: str, pretrained: bool, seed: int) -> nn.Module:
     torch.manual_seed(seed)
     model = MODELS[family]()
     if pretrained:
         model.load_state_dict(data.pretrained(seed)["model"])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=arm.lr / 25)
-    batches, probe = arm.build(model, data, family=family, batch=arm.batch, epochs=10**6, seed=seed)
-    return steps(model, optimizer, probe, batches, prefill=prefill)
+    return model
+
+
+def endless_scoring(data: Mix, family: str, batch: int, *, pretrained: bool, autocast: bool = False, seed: int = 0):
+    """Endless scoring passes and nothing else (a part of the price table, timed alone): the model in eval mode, a
+    no-grad forward and the per-sample loss of each loader batch of ``batch`` samples, under bfloat16 autocast with
+    ``autocast``; the model's mode restored."""
+    model = _model(data, family, pretrained, seed)
+
+    def score(b: tuple[torch.Tensor, ...]) -> None:
+        model.eval()
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            F.cross_entropy(model(b[0]), b[1], reduction="none")
+        model.train()
+
+    return endless(ShuffledBatches(data.fields(), batch, seed), score)
+
+
+def endless_own_work(arm: BudgetArm, data: Mix, *, seed: int = 0, prefill: bool = False):
+    """sbdata's own work in ``arm``'s step and nothing else (a part of the price table, timed directly): the arm's
+    loader and sampler built as its runs build them, on a model that does almost nothing (``Flatten`` and
+    ``Linear(40, 10)``: a few microseconds a batch), each batch taken and, where the run's step does, its losses
+    observed (zeros) and its weights read; no training step. Includes the batches' indexing, which the plain step's
+    price includes too (microseconds)."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(40, 10))
+    batches, probe = arm.build(model, data, family="none", batch=arm.batch, epochs=10**6, seed=seed)
+    weights = getattr(probe, "weights", None)
+
+    def own(batch: tuple[torch.Tensor, ...]) -> None:
+        if probe.observe:
+            probe.loader.observe(batch, torch.zeros(len(batch[0])))
+        if weights is not None:
+            weights(batch)
+
+    return endless(batches, own, probe.consumed, prefill=prefill)

@@ -9,6 +9,7 @@ Stages: ``pretrain``, ``run`` (``--worker I/N``), ``timing`` (the interleaved st
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import time
@@ -25,7 +26,7 @@ from benchmarks.harness.runs import Job, cli, run_loop
 from benchmarks.harness.timing import cpu_clock, interleaved, rotated, setup, sized_block
 from benchmarks.harness.train import train_run
 
-from .arms import BudgetArm, endless_steps
+from .arms import BudgetArm, endless_own_work, endless_scoring, endless_steps
 from .data import SMOKE_SIZES, Mix, Sizes, domains, mix, pretrain, scratch
 from .lm import SMOKE_LM_SIZES, LMMix, LMSizes, endless_lm_scoring, endless_lm_steps, lm_mix, lm_run, pretrain_lm
 from .report import metric_of
@@ -114,9 +115,15 @@ def step_kinds(suite: Suite, smoke: bool) -> dict[str, tuple[BudgetArm, bool]]:
         for keep in (0.25, 0.5):
             arm = BudgetArm("t", batch=batch, lr=lr, policy="topk", keep=keep)
             kinds[f"topk keep={keep} b={batch}"] = (arm, False)
+    if "topk-0.25-bf16" in names:
+        arm = BudgetArm("t", batch=b, lr=lr, policy="topk", keep=KEEP, autocast=True)
+        kinds[f"topk-bf16 keep={KEEP} b={b}"] = (arm, False)
     for policy in ("random", "rank", "importance", "reducible"):
         if f"{policy}-{KEEP}" in names:
             kinds[f"{policy} keep={KEEP} b={b}"] = (BudgetArm("t", batch=b, lr=lr, policy=policy, keep=KEEP), False)
+    if names & {"sampler-topk-0.25", "warm-sampler-topk-0.25"}:  # every sample's loss known (a later epoch's step)
+        arm = BudgetArm("t", batch=b, lr=lr, warm=suite.continued, prune=0.5, rule="top_losses", staleness=10**6)
+        kinds[f"top_losses b={b}"] = (arm, True)
     if suite.continued:
         kinds[f"prune b={b}"] = (BudgetArm("t", batch=b, lr=lr, warm=True, prune=0.5, staleness=10**6), True)
         for keep in (0.25, 0.5):
@@ -126,9 +133,33 @@ def step_kinds(suite: Suite, smoke: bool) -> dict[str, tuple[BudgetArm, bool]]:
     return kinds
 
 
-def timing(data: Any, suite: Suite, out: Path, smoke: bool) -> dict[str, Any]:
-    """Median thread CPU seconds per loader batch of every step kind, interleaved (blocks of about 0.25 s, the order
-    rotating, 12 rounds after a warm-up round); writes ``<out>/timing.json``."""
+def part_steppers(data: Any, suite: Suite, kinds: dict[str, tuple[BudgetArm, bool]]) -> dict[str, Iterator[Any]]:
+    """The price table's parts, each timed alone (MNIST-1D suites): the scoring pass at the user's batch (``score
+    b=B``; ``score-bf16 b=B`` under bfloat16 autocast where a family scores so) and sbdata's own work in every
+    selection or sampler kind (``own: KIND``); the training step at the kept batch is the plain kind of that batch."""
+    out: dict[str, Iterator[Any]] = {}
+    for name, (arm, prefill) in kinds.items():
+        if name.startswith("plain "):
+            continue
+        out[f"own: {name}"] = endless_own_work(arm, data, prefill=prefill)
+        kept = math.ceil(float(arm.keep) * arm.batch) if arm.policy is not None else arm.batch
+        if f"plain b={kept}" not in kinds and f"plain b={kept}" not in out:  # a kept batch the grid lacks
+            plain = BudgetArm("t", batch=kept, lr=arm.lr)
+            out[f"plain b={kept}"] = endless_steps(plain, data, suite.family, pretrained=suite.continued)
+        if arm.policy is not None and not (arm.warm and arm.staleness > 0):  # scored at its loader batch
+            label = "score-bf16" if arm.autocast else "score"
+            if f"{label} b={arm.batch}" not in out:
+                out[f"{label} b={arm.batch}"] = endless_scoring(data, suite.family, arm.batch,
+                                                                pretrained=suite.continued, autocast=arm.autocast)
+            if arm.autocast and f"score b={arm.batch}" not in out:  # the live check's full-precision pass
+                out[f"score b={arm.batch}"] = endless_scoring(data, suite.family, arm.batch, pretrained=suite.continued)
+    return out
+
+
+def timing(data: Any, suite: Suite, out: Path, smoke: bool, allocator: dict[str, Any]) -> dict[str, Any]:
+    """Median thread CPU seconds per loader batch of every step kind and of the price table's parts (``part_steppers``),
+    interleaved (blocks of about 0.25 s, the order rotating, 12 rounds after a warm-up round); writes
+    ``<out>/timing.json`` (with ``allocator``, what ``setup()`` set)."""
     rounds, seconds_per_block = (2, 0.0) if smoke else (12, 0.25)
     kinds = step_kinds(suite, smoke)
     steppers = {
@@ -140,6 +171,8 @@ def timing(data: Any, suite: Suite, out: Path, smoke: bool) -> dict[str, Any]:
     if f"reducible-{KEEP}" in {arm.name for arm, _ in suite.families()}:  # its up-front pass over the mix
         b = suite.recipe["batch"]
         steppers[f"score b={b}"] = endless_lm_scoring(data, b)
+    if suite.domain != "lm":
+        steppers.update(part_steppers(data, suite, kinds))
     for stepper in steppers.values():  # build each (model, loader, prefilled cache) outside the timing
         next(stepper)
     block = dict.fromkeys(steppers, 2 if smoke else 10)
@@ -148,6 +181,7 @@ def timing(data: Any, suite: Suite, out: Path, smoke: bool) -> dict[str, Any]:
     times = interleaved(blocks, rounds, warmup=1)
     result = {
         "machine": machine(),
+        "allocator": allocator,
         "rounds": rounds,
         "clock": "thread CPU seconds",
         "load": os.getloadavg(),
@@ -217,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
             (out / "machine.json").write_text(json.dumps({**machine(), **info, "suite": suite.name, **described},
                                                          indent=2))  # fmt: skip
         elif stage == "timing":
-            timing(data, suite, out, args.smoke)
+            timing(data, suite, out, args.smoke, info["allocator"])
         elif stage == "trial":
             from .trial import TRIAL, run_trial
 

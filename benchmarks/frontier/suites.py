@@ -47,6 +47,13 @@ class Suite:
         narrow_families: families run at the recipe's LR only (the grid's cost kept down where a family is a
             control of a control). Default none.
         skip: families of the standard list not run in this suite. Default none.
+        sampler: adds the free-scored sampler top-k (``sampler-topk-0.25``: a ``PruningSampler`` with the
+            ``top_losses`` rule over the losses the training step observes; on the warm cache when continued,
+            ``warm-sampler-topk-0.25``). Default False.
+        bf16: adds fresh top-k 0.25 scored under bfloat16 autocast (``topk-0.25-bf16``). Default False.
+        target: from scratch, the best selection family's pre-registered ratio at every budget (seed mean). Default
+            None (the report's 0.8x).
+        seed_target: every seed's ratio below this. Default None (the report's 0.9).
     """
 
     name: str
@@ -65,6 +72,10 @@ class Suite:
     plain_wider: tuple[float, ...] = ()
     narrow_families: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
+    sampler: bool = False
+    bf16: bool = False
+    target: float | None = None
+    seed_target: float | None = None
 
     def __post_init__(self) -> None:
         if self.domain not in ("mnist1d", "lm") or (self.domain == "lm") != (self.family == "bytelm"):
@@ -97,6 +108,11 @@ class Suite:
             (BudgetArm("topk-0.25", policy="topk", keep=0.25), (*self.fresh_batches, b)),
             (BudgetArm("topk-0.5", policy="topk", keep=0.5), (*self.fresh_batches, b)),
         ]
+        if self.bf16:
+            out.append((BudgetArm("topk-0.25-bf16", policy="topk", keep=0.25, autocast=True), (b,)))
+        if self.sampler:  # the sampler's share is the rule's (top 25% plus 10% of the rest); prune= only turns it on
+            name = "warm-sampler-topk-0.25" if self.continued else "sampler-topk-0.25"
+            out.append((BudgetArm(name, prune=0.5, rule="top_losses", warm=self.continued), (b,)))
         if self.continued:
             out += [
                 (BudgetArm("warm-topk-0.25", policy="topk", keep=0.25, warm=True), (b,)),
@@ -119,7 +135,10 @@ class Suite:
     def plan(self, smoke: bool) -> list[tuple[BudgetArm, tuple[int, ...]]]:
         """Every (arm at a batch and LR, its epochs); smoke: two LRs, epochs 1 and 2, the smallest plain batch and
         the user's."""
-        lrs = self.lrs[1:3] if smoke else self.lrs
+        lrs = self.lrs
+        if smoke:  # two LRs, the recipe's among them
+            base = round(self.recipe["lr"], 6)
+            lrs = self.lrs[1:3] if base in self.lrs[1:3] else (base, *[lr for lr in self.lrs if lr != base][:1])
         out = []
         for arm, batches in self.families():
             epochs = self.plain_epochs if arm.policy is None and arm.prune is None else self.sb_epochs
@@ -143,19 +162,32 @@ SUITES = {  # the frontier's best LR sat at the first grid's top (2x) on every s
     # the MLP: 4x and 8x for every family, then 16x and 32x)
     "continued": Suite(
         "continued", "cnn", True, 6, (1, 2, 3, 4, 6), (1, 2, 3, 4, 6, 8, 12),
-        wider=(4.0, 8.0, 16.0, 32.0), wider_families=("topk-0.25", "topk-0.5", "warm-topk-0.5", f"random-{KEEP}"),
+        wider=(4.0, 8.0, 16.0, 32.0), sampler=True,
+        wider_families=("topk-0.25", "topk-0.5", "warm-topk-0.5", f"random-{KEEP}", "warm-sampler-topk-0.25"),
     ),
     "scratch-cnn": Suite(
         "scratch-cnn", "cnn", False, 8, (1, 2, 3, 4, 6, 8), (2, 3, 4, 6, 8, 12),
-        wider=(4.0, 8.0, 16.0, 32.0, 64.0), wider_families=("topk-0.25", "topk-0.5", f"random-{KEEP}"),
+        wider=(4.0, 8.0, 16.0, 32.0, 64.0), sampler=True,
+        wider_families=("topk-0.25", "topk-0.5", f"random-{KEEP}", "sampler-topk-0.25"),
     ),
     "scratch-noisy": Suite(  # where selection must not pay: top-k trains on the flipped labels
         "scratch-noisy", "cnn", False, 8, (1, 2, 3, 4, 6, 8), (2, 3, 4, 6, 8, 12),
-        wider=(4.0, 8.0, 16.0, 32.0), wider_families=("topk-0.25", "topk-0.5", f"random-{KEEP}"), noise=0.2,
+        wider=(4.0, 8.0, 16.0, 32.0), noise=0.2, sampler=True,
+        wider_families=("topk-0.25", "topk-0.5", f"random-{KEEP}", "sampler-topk-0.25"),
     ),
     "scratch-mlp": Suite(
         "scratch-mlp", "mlp", False, 16, (2, 4, 6, 8, 12, 16), (2, 4, 6, 8, 12, 16, 24), (1 / 3, 1.0, 2.0, 4.0, 8.0),
-        wider=(16.0, 32.0), wider_families=("topk-0.25", "topk-0.5", f"random-{KEEP}"),
+        wider=(16.0, 32.0), sampler=True,
+        wider_families=("topk-0.25", "topk-0.5", f"random-{KEEP}", "sampler-topk-0.25"),
+    ),
+    # the compute-bound suite (issue 42): the ConvNet at width 64, where a training step on the kept 64 samples
+    # costs about a third of one on 256 (timing.json: plain b=64 / plain b=256); its grid spans the ConvNet suites'
+    # best LRs (8-32x) from the recipe's up, one LR grid for every family; pre-registered target: the best
+    # selection family at most 0.7x the frontier's seconds at the 1x budget (every seed at most 0.85)
+    "scratch-wide": Suite(
+        "scratch-wide", "cnn64", False, 8, (1, 2, 4, 6, 8), (2, 4, 6, 8, 12), (1.0, 4.0, 8.0, 16.0, 32.0),
+        fresh_batches=(), bf16=True, sampler=True, skip=(f"rank-{KEEP}", f"importance-{KEEP}", "auto"),
+        target=0.7, seed_target=0.85,
     ),
     # the ByteLM pretrained on the standard library's code, continued on code and its docs: widened at the top (4x)
     # for plain and the best selection configurations, and at the bottom (0.25x) where top-k's best LR sat at 0.5x;

@@ -9,6 +9,7 @@ the one timing loop.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -153,47 +154,95 @@ def frontier_run_seconds(record: dict[str, Any], kinds: dict[str, dict[str, floa
         plain_batches = record["epochs"] * math.ceil(samples / batch)
         return plain_batches * t[f"plain b={batch}"] * record["cpu_seconds"] / record["paired_plain_cpu_seconds"]
     if cfg["policy"] is None:
-        return steps * t[f"prune b={batch}" if cfg["prune"] is not None else f"plain b={batch}"]
+        if cfg["prune"] is None:
+            return steps * t[f"plain b={batch}"]
+        rule = cfg.get("rule", "infobatch")  # records before the rule= field are InfoBatch's
+        return steps * t[f"prune b={batch}" if rule == "infobatch" else f"{rule} b={batch}"]
     if not cfg["warm"]:  # plus any up-front work (the reducible arm's irreducible model), priced as plain steps
         upfront = 0.0  # and scoring batches; a timing without those kinds raises rather than pricing them at 0
         if record.get("upfront_steps"):
             upfront += record["upfront_steps"] * t[f"plain b={batch}"]
         if record.get("upfront_scored"):
             upfront += math.ceil(record["upfront_scored"] / batch) * t[f"score b={batch}"]
-        return steps * t[f"{cfg['policy']} keep={cfg['keep']} b={batch}"] + upfront
+        policy = cfg["policy"] + ("-bf16" if cfg.get("autocast") else "")
+        return steps * t[f"{policy} keep={cfg['keep']} b={batch}"] + upfront
     sb = record["sb"]
     share = sb["samples_scored"] / max(1, sb["samples_seen"])
     reused, scored = t[f"warm-reused keep={cfg['keep']} b={batch}"], t[f"warm-scored keep={cfg['keep']} b={batch}"]
     return steps * (reused + share * (scored - reused))
 
 
-def frontier_limits(kinds: dict[str, dict[str, float]], sizes: Any, staleness: int, batch: int = 256) -> dict[str, Any]:
-    """What an epoch can cost at best, in plain epochs at the user's ``batch`` (from the step timing): in a continued
-    suite, training only the new samples and scoring nothing (``ideal``); fresh scoring at each keep; the warm cache at
-    each keep (known samples rescored once every ``staleness + 1`` epochs; ``sizes``: a continued suite's, with ``new``,
-    ``mix`` and ``known``, or None); and the per-sample seconds they come
-    from."""
+CHECK_EVERY = 100  # sbdata's default autocast_check_every: one batch in 100 also scored at full precision
+_SELECTION_KIND = re.compile(r"(?P<kind>\S+) keep=(?P<keep>[\d.]+) b=(?P<batch>\d+)$")
+
+
+def price_table(kinds: dict[str, dict[str, float]], batch: int) -> list[dict[str, Any]]:
+    """Every selection and sampler step kind's measured seconds per loader batch beside its **limit**: the sum of
+    its separately timed parts, never the measured step itself (issue 42). The parts: the scoring pass at the loader
+    batch (``score b=B``; bfloat16's ``score-bf16 b=B`` plus one full-precision pass in :data:`CHECK_EVERY`, the live
+    check's), the training step at the kept batch (the plain kind ``plain b=ceil(keep * B)``; a sampler's at its
+    loader batch, nothing scored; the warm cache's reused step scores nothing) and sbdata's own work in that step
+    (``own: KIND``). A kind whose parts were not timed is left out. ``batch``: the user's loader batch, whose plain
+    step makes the plain-epoch columns.
+
+    Returns:
+        Rows ``{"path", "measured", "limit", "parts", "over", "measured_epochs", "limit_epochs"}``: seconds per
+        loader batch, ``over`` = measured / limit - 1, and both in plain epochs (over the plain step at ``batch``).
+    """
     t = {name: kind["seconds_per_batch"] for name, kind in kinds.items()}
-    b = batch
-    plain = t[f"plain b={b}"]
+    plain = t.get(f"plain b={batch}")
+    rows: list[dict[str, Any]] = []
+    if plain is None:
+        return rows
+    for name, measured in t.items():
+        own = t.get(f"own: {name}")
+        if own is None:
+            continue
+        parts: dict[str, float | None] = {}
+        match = _SELECTION_KIND.match(name)
+        if match is None:  # a sampler's step: plain training on what it loads, nothing scored
+            b = int(name.rsplit("b=", 1)[1])
+            parts[f"train b={b}"] = t.get(f"plain b={b}")
+        else:
+            kind, keep, b = match["kind"], float(match["keep"]), int(match["batch"])
+            kept = math.ceil(keep * b)
+            if kind == "topk-bf16":
+                parts[f"score-bf16 b={b}"] = t.get(f"score-bf16 b={b}")
+                full = t.get(f"score b={b}")
+                parts["full-precision check"] = None if full is None else full / CHECK_EVERY
+            elif kind != "warm-reused":
+                parts[f"score b={b}"] = t.get(f"score b={b}")
+            parts[f"train b={kept}"] = t.get(f"plain b={kept}")
+        parts["sbdata"] = own
+        if any(v is None for v in parts.values()):
+            continue
+        limit = sum(v for v in parts.values() if v is not None)
+        rows.append({
+            "path": name, "measured": measured, "limit": limit, "parts": parts, "over": measured / limit - 1.0,
+            "measured_epochs": measured / plain, "limit_epochs": limit / plain,
+        })  # fmt: skip
+    return rows
+
+
+def frontier_limits(kinds: dict[str, dict[str, float]], sizes: Any, staleness: int, batch: int = 256) -> dict[str, Any]:
+    """What an epoch can cost at best, in plain epochs at the user's ``batch``, from the price table's limits (the sums
+    of separately timed parts, :func:`price_table`): in a continued suite, training only the new samples and scoring
+    nothing (``ideal``); each selection kind at the user's batch; the warm cache at each keep (known samples rescored
+    once every ``staleness + 1`` epochs; ``sizes``: a continued suite's, with ``new``, ``mix`` and ``known``, or
+    None)."""
     out: dict[str, Any] = {}
     if sizes is not None:
         out.update(new_share=sizes.new / sizes.mix, known_share=sizes.known)
         out["ideal"] = sizes.new / sizes.mix  # train the new samples once an epoch, score nothing
+    limits = {row["path"]: row["limit_epochs"] for row in price_table(kinds, batch)}
+    for path, value in limits.items():
+        if path.endswith(f"b={batch}") and not path.startswith("warm-"):
+            out[path] = value
     for keep in (0.25, 0.5):
-        fresh, reused, scored = (t.get(f"topk keep={keep} b={b}"), t.get(f"warm-reused keep={keep} b={b}"),
-                                 t.get(f"warm-scored keep={keep} b={b}"))  # fmt: skip
-        if fresh is not None:
-            out[f"fresh keep={keep}"] = fresh / plain
+        reused, scored = limits.get(f"warm-reused keep={keep} b={batch}"), limits.get(f"warm-scored keep={keep} b={batch}")
         if reused is not None and scored is not None:
-            out[f"warm keep={keep}"] = (reused + (scored - reused) / (staleness + 1)) / plain
-            out[f"warm keep={keep}, nothing scored"] = reused / plain
-    low, high = f"topk keep=0.25 b={b}", f"topk keep=0.5 b={b}"
-    if low in t and high in t:
-        per_trained = (t[high] - t[low]) / (0.25 * b)
-        out["train_seconds_per_sample"] = per_trained
-        out["score_seconds_per_sample"] = (t[low] - math.ceil(0.25 * b) * per_trained) / b
-        out["plain_seconds_per_sample"] = plain / b
+            out[f"warm keep={keep}"] = reused + (scored - reused) / (staleness + 1)
+            out[f"warm keep={keep}, nothing scored"] = reused
     return out
 
 

@@ -14,7 +14,7 @@ from benchmarks.frontier.arms import STALENESS
 from benchmarks.frontier.data import SMOKE_SIZES, Sizes
 from benchmarks.frontier.report import cheapest_reaching, ratios, targets
 from benchmarks.frontier.suites import SUITES
-from benchmarks.harness.cost import frontier_limits, frontier_run_seconds
+from benchmarks.harness.cost import CHECK_EVERY, frontier_limits, frontier_run_seconds, price_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,12 +28,24 @@ KINDS = {  # seconds per loader batch, a fixed table
     "warm-scored keep=0.25 b=256": 0.006,
     "warm-reused keep=0.5 b=256": 0.005,
     "warm-scored keep=0.5 b=256": 0.008,
+    "topk-bf16 keep=0.25 b=256": 0.0045,
+    "top_losses b=256": 0.0105,
+    # the price table's parts, each timed alone
+    "plain b=128": 0.006,
+    "score b=256": 0.0015,
+    "score-bf16 b=256": 0.001,
+    "own: topk keep=0.25 b=256": 0.0003,
+    "own: topk keep=0.5 b=256": 0.0003,
+    "own: topk-bf16 keep=0.25 b=256": 0.0004,
+    "own: warm-reused keep=0.25 b=256": 0.0004,
+    "own: warm-scored keep=0.25 b=256": 0.0005,
+    "own: top_losses b=256": 0.0002,
 }
 TIMING = {name: {"seconds_per_batch": value} for name, value in KINDS.items()}
 
 
-def config(batch=256, policy=None, keep=1.0, warm=False, prune=None):
-    return {"batch": batch, "lr": 3e-3, "policy": policy, "keep": keep, "warm": warm, "prune": prune}
+def config(batch=256, policy=None, keep=1.0, warm=False, prune=None, **more):
+    return {"batch": batch, "lr": 3e-3, "policy": policy, "keep": keep, "warm": warm, "prune": prune, **more}
 
 
 def test_price_every_kind_of_run():
@@ -51,6 +63,11 @@ def test_price_every_kind_of_run():
     auto = {"config": config(policy="default", keep="auto"), "steps": 50, "epochs": 2, "cpu_seconds": 3.0,
             "paired_plain_cpu_seconds": 4.0}  # fmt: skip
     assert frontier_run_seconds(auto, TIMING, 6400) == pytest.approx(2 * 25 * 0.010 * 0.75)
+    # bf16-scored top-k at its own kind; the free-scored sampler per batch it loaded at the top_losses kind
+    bf16 = {"config": config(policy="topk", keep=0.25, autocast=True), "steps": 10, "epochs": 1}
+    assert frontier_run_seconds(bf16, TIMING, 6400) == pytest.approx(0.045)
+    sampler = {"config": config(prune=0.5, rule="top_losses"), "steps": 8, "epochs": 1}
+    assert frontier_run_seconds(sampler, TIMING, 6400) == pytest.approx(8 * 0.0105)
 
 
 def test_price_counts_the_reducible_arms_up_front_work():
@@ -97,12 +114,40 @@ def test_targets_need_the_seed_mean_and_every_seed():
     assert "auto" in verdicts[2] and verdicts[2].endswith("missed")  # 0.70 / 0.35 = 2x the best fixed
 
 
+def test_price_table_sums_separately_timed_parts_never_the_step_itself():
+    rows = {row["path"]: row for row in price_table(TIMING, 256)}
+    fresh = rows["topk keep=0.25 b=256"]  # scoring at 256, training at the kept 64, sbdata's own work
+    assert fresh["parts"] == {"score b=256": 0.0015, "train b=64": 0.004, "sbdata": 0.0003}
+    assert fresh["limit"] == pytest.approx(0.0058) and fresh["over"] == pytest.approx(0.005 / 0.0058 - 1)
+    assert fresh["limit_epochs"] == pytest.approx(0.58) and fresh["measured_epochs"] == pytest.approx(0.5)
+    assert rows["topk keep=0.5 b=256"]["limit"] == pytest.approx(0.0015 + 0.006 + 0.0003)
+    bf16 = rows["topk-bf16 keep=0.25 b=256"]  # bf16's pass plus the live check's full-precision one in 100
+    assert bf16["limit"] == pytest.approx(0.001 + 0.0015 / CHECK_EVERY + 0.004 + 0.0004)
+    assert rows["warm-reused keep=0.25 b=256"]["parts"] == {"train b=64": 0.004, "sbdata": 0.0004}  # nothing scored
+    assert rows["warm-scored keep=0.25 b=256"]["limit"] == pytest.approx(0.0015 + 0.004 + 0.0005)
+    assert rows["top_losses b=256"]["parts"] == {"train b=256": 0.010, "sbdata": 0.0002}
+    # a kind without its own-work part, or whose kept batch was not timed, has no limit: not made up
+    assert "prune b=256" not in rows and "warm-scored keep=0.5 b=256" not in rows
+    assert price_table({k: v for k, v in TIMING.items() if k != "plain b=256"}, 256) == []
+
+
 def test_limits_in_plain_epochs():
     out = frontier_limits(TIMING, Sizes(), STALENESS)
     assert out["ideal"] == pytest.approx(3_000 / 15_000)
-    assert out["fresh keep=0.25"] == pytest.approx(0.5)
-    assert out["warm keep=0.25"] == pytest.approx((0.003 + 0.003 / 3) / 0.010)  # rescored one epoch in 3
-    assert out["train_seconds_per_sample"] == pytest.approx(0.002 / 64)
+    assert out["topk keep=0.25 b=256"] == pytest.approx(0.58)
+    reused, scored = (0.004 + 0.0004) / 0.010, (0.0015 + 0.004 + 0.0005) / 0.010
+    assert out["warm keep=0.25"] == pytest.approx(reused + (scored - reused) / 3)  # rescored one epoch in 3
+    assert not any("seconds_per_sample" in name for name in out)  # no residual "score" share
+
+
+def test_targets_read_a_suites_own_bounds():
+    """The compute-bound suite's pre-registered 0.7x on the seed mean with every seed below 0.85."""
+    row = {"target": 0.9, "families": {"topk-0.25": {"ratio": 0.68}}}
+    seeds = {s: {"1.000": {"target": 0.9, "families": {"topk-0.25": {"ratio": r}}}} for s, r in enumerate((0.6, 0.84))}
+    met = targets({"1.000": row}, seeds, {}, [1.0], continued=False, bound=0.7, seed_bound=0.85)
+    assert met == [met[0]] and met[0].endswith("met") and "target <= 0.7x" in met[0]
+    seeds[1]["1.000"]["families"]["topk-0.25"]["ratio"] = 0.86
+    assert targets({"1.000": row}, seeds, {}, [1.0], continued=False, bound=0.7, seed_bound=0.85)[0].endswith("missed")
 
 
 def test_plan_grids_every_family_at_every_lr():
@@ -154,6 +199,29 @@ def test_continued_smoke(tmp_path):
     table = (tmp_path / "table.md").read_text()
     assert "| plain |" in table and "## The limit" in table and "## Targets" in table
     assert (tmp_path / "accuracy_vs_seconds.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_compute_bound_smoke(tmp_path):
+    """The compute-bound suite's every family (bf16-scored and free-scored sampler top-k among them) end to end, and
+    its price table from the timing's parts."""
+    records = smoke("scratch-wide", tmp_path)
+    names = {r["family_arm"] for r in records}
+    assert {"topk-0.25-bf16", "sampler-topk-0.25", "random-0.25", "topk-0.5"} <= names
+    n = 1_600  # the smoke's 2,000 samples, 80% training
+    for r in records:
+        if r["family_arm"] == "sampler-topk-0.25" and r["epochs"] == 2:  # epoch 1 loads all (no loss known yet);
+            assert r["samples_loaded"][0] == n  # the last epoch anneals to full data
+        if r["family_arm"] == "topk-0.25-bf16":
+            assert r["sb"]["samples_scored"] == r["epochs"] * n
+    timing = json.loads((tmp_path / "timing.json").read_text())
+    assert timing["allocator"]["pinned"] in (True, False)
+    assert {"score b=256", "score-bf16 b=256", "own: topk keep=0.25 b=256", "own: top_losses b=256"} <= set(
+        timing["kinds"]
+    )
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert {row["path"] for row in summary["prices"]} >= {"topk keep=0.25 b=256", "top_losses b=256"}
+    assert "## The price table" in (tmp_path / "table.md").read_text()
 
 
 @pytest.mark.slow
