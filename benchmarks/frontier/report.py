@@ -45,8 +45,15 @@ from .suites import BUDGETS, Suite
 
 PLAIN = "plain"
 WARM = ("warm-topk-0.25", "warm-topk-0.5", "warm-prune", "warm-topk-0.25+prune", "warm-sampler-topk-0.25")
-FRESH = ("topk-0.25", "topk-0.5", "topk-0.25-bf16", "sampler-topk-0.25", "rank-0.25", "importance-0.25",
-         "reducible-0.25")
+FRESH = (
+    "topk-0.25",
+    "topk-0.5",
+    "topk-0.25-bf16",
+    "sampler-topk-0.25",
+    "rank-0.25",
+    "importance-0.25",
+    "reducible-0.25",
+)
 AUTO = ("auto", "warm-auto")
 TOLERANCE = 1e-9  # relative: a configuration priced at the budget to rounding is within it
 TARGETS = {"warm": 0.4, "fresh": 0.7, "scratch": 0.8, "lm": 0.8, "auto_vs_best": 1.15, "per_seed": 0.9}
@@ -411,8 +418,9 @@ def price_lines(prices: list[dict[str, Any]], batch: int, timing: dict[str, Any]
     ]
     for row in prices:
         parts = " + ".join(f"{name} {1e3 * v:.3g}" for name, v in row["parts"].items())
-        lines.append(f"| {row['path']} | {1e3 * row['measured']:.3g} | {1e3 * row['limit']:.3g} | {parts} | "
-                     f"{row['measured_epochs']:.3f} | {row['limit_epochs']:.3f} | {100 * row['over']:+.1f}% |")  # fmt: skip
+        cells = [row["path"], f"{1e3 * row['measured']:.3g}", f"{1e3 * row['limit']:.3g}", parts]
+        cells += [f"{row['measured_epochs']:.3f}", f"{row['limit_epochs']:.3f}", f"{100 * row['over']:+.1f}%"]
+        lines.append("| " + " | ".join(cells) + " |")
     within = sum(abs(row["over"]) <= 0.10 for row in prices)
     lines += ["", f"Within 10% of the limit: {within} of {len(prices)} paths.", ""]
     return lines
@@ -451,7 +459,8 @@ def targets(mean_ratios: dict[str, Any], per_seed: dict[int, Any], points: dict[
             seed_ok = all(r is not None and r < per_seed_bound for r in seeds)
             met = ratio <= bound and seed_ok
             out.append(f"{label} at {budget:.2f} s (frontier {metric.show(row['target'])}): best {family} "
-                       f"{ratio:.2f}x (target <= {bound}x; per seed {[_fmt(r) for r in seeds]}, each < {per_seed_bound}: "
+                       f"{ratio:.2f}x (target <= {bound}x; per seed {[_fmt(r) for r in seeds]}, each < "
+                       f"{per_seed_bound}: "
                        f"{'yes' if seed_ok else 'no'}): {'met' if met else 'missed'}")  # fmt: skip
     for budget in budgets:
         row = mean_ratios[f"{budget:.3f}"]

@@ -149,8 +149,9 @@ def part_steppers(data: Any, suite: Suite, kinds: dict[str, tuple[BudgetArm, boo
         if arm.policy is not None and not (arm.warm and arm.staleness > 0):  # scored at its loader batch
             label = "score-bf16" if arm.autocast else "score"
             if f"{label} b={arm.batch}" not in out:
-                out[f"{label} b={arm.batch}"] = endless_scoring(data, suite.family, arm.batch,
-                                                                pretrained=suite.continued, autocast=arm.autocast)
+                out[f"{label} b={arm.batch}"] = endless_scoring(
+                    data, suite.family, arm.batch, pretrained=suite.continued, autocast=arm.autocast
+                )
             if arm.autocast and f"score b={arm.batch}" not in out:  # the live check's full-precision pass
                 out[f"score b={arm.batch}"] = endless_scoring(data, suite.family, arm.batch, pretrained=suite.continued)
     return out

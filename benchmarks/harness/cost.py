@@ -239,7 +239,8 @@ def frontier_limits(kinds: dict[str, dict[str, float]], sizes: Any, staleness: i
         if path.endswith(f"b={batch}") and not path.startswith("warm-"):
             out[path] = value
     for keep in (0.25, 0.5):
-        reused, scored = limits.get(f"warm-reused keep={keep} b={batch}"), limits.get(f"warm-scored keep={keep} b={batch}")
+        reused = limits.get(f"warm-reused keep={keep} b={batch}")
+        scored = limits.get(f"warm-scored keep={keep} b={batch}")
         if reused is not None and scored is not None:
             out[f"warm keep={keep}"] = reused + (scored - reused) / (staleness + 1)
             out[f"warm keep={keep}, nothing scored"] = reused
