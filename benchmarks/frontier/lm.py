@@ -283,6 +283,34 @@ def endless_lm_steps(arm: BudgetArm, data: LMMix, *, seed: int = 0, prefill: boo
     return endless(run.loader, lambda batch: run.step(model, optimizer, batch), prefill=prefill)
 
 
+class _Table(torch.nn.Module):
+    """A language model that does almost nothing: each byte's logits are a row of a table (the price table's
+    own-work kinds; about 1% of the ByteLM's step)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.nn.Embedding(256, 256)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.table(input_ids)
+
+
+def endless_lm_own_work(arm: BudgetArm, data: LMMix, *, seed: int = 0, prefill: bool = False):
+    """sbdata's own work in ``arm``'s step and nothing else (a part of the price table, timed directly): the arm's
+    loader and sampler built as its runs build them on :class:`_Table`, each batch taken and, where the run's step
+    does, its losses observed (zeros) and its weights read; no training step."""
+    torch.manual_seed(seed)
+    run = _Run(arm, _Table(), data, epochs=10**6, seed=seed)
+
+    def own(batch: dict[str, torch.Tensor]) -> None:
+        if run.observer is not None:
+            run.observer.observe(batch, torch.zeros(len(batch["input_ids"])))
+        if run.weights is not None:
+            run.weights(batch)
+
+    return endless(run.loader, own, prefill=prefill)
+
+
 def endless_lm_scoring(data: LMMix, batch: int, *, seed: int = 0):
     """Endless no-grad forwards of the pretrained model over the mix at ``batch`` (the step timing's ``score`` kind:
     what the reducible arm's up-front pass over the mix costs per batch)."""

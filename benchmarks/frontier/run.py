@@ -28,7 +28,17 @@ from benchmarks.harness.train import train_run
 
 from .arms import BudgetArm, endless_own_work, endless_scoring, endless_steps
 from .data import SMOKE_SIZES, Mix, Sizes, domains, mix, pretrain, scratch
-from .lm import SMOKE_LM_SIZES, LMMix, LMSizes, endless_lm_scoring, endless_lm_steps, lm_mix, lm_run, pretrain_lm
+from .lm import (
+    SMOKE_LM_SIZES,
+    LMMix,
+    LMSizes,
+    endless_lm_own_work,
+    endless_lm_scoring,
+    endless_lm_steps,
+    lm_mix,
+    lm_run,
+    pretrain_lm,
+)
 from .report import metric_of
 from .suites import KEEP, SUITES, Suite
 
@@ -134,10 +144,17 @@ def step_kinds(suite: Suite, smoke: bool) -> dict[str, tuple[BudgetArm, bool]]:
 
 
 def part_steppers(data: Any, suite: Suite, kinds: dict[str, tuple[BudgetArm, bool]]) -> dict[str, Iterator[Any]]:
-    """The price table's parts, each timed alone (MNIST-1D suites): the scoring pass at the user's batch (``score
+    """The price table's parts, each timed alone: the scoring pass at the user's batch (``score
     b=B``; ``score-bf16 b=B`` under bfloat16 autocast where a family scores so) and sbdata's own work in every
     selection or sampler kind (``own: KIND``); the training step at the kept batch is the plain kind of that batch."""
     out: dict[str, Iterator[Any]] = {}
+    if suite.domain == "lm":  # the ByteLM: its scoring pass and every kept batch are kinds already
+        b = suite.recipe["batch"]
+        out[f"score b={b}"] = endless_lm_scoring(data, b)
+        for name, (arm, prefill) in kinds.items():
+            if not name.startswith("plain "):
+                out[f"own: {name}"] = endless_lm_own_work(arm, data, prefill=prefill)
+        return out
     for name, (arm, prefill) in kinds.items():
         if name.startswith("plain "):
             continue
@@ -169,11 +186,7 @@ def timing(data: Any, suite: Suite, out: Path, smoke: bool, allocator: dict[str,
         else endless_steps(arm, data, suite.family, pretrained=suite.continued, prefill=prefill)
         for name, (arm, prefill) in kinds.items()
     }
-    if f"reducible-{KEEP}" in {arm.name for arm, _ in suite.families()}:  # its up-front pass over the mix
-        b = suite.recipe["batch"]
-        steppers[f"score b={b}"] = endless_lm_scoring(data, b)
-    if suite.domain != "lm":
-        steppers.update(part_steppers(data, suite, kinds))
+    steppers.update(part_steppers(data, suite, kinds))  # score b=B also prices the reducible arm's up-front pass
     for stepper in steppers.values():  # build each (model, loader, prefilled cache) outside the timing
         next(stepper)
     block = dict.fromkeys(steppers, 2 if smoke else 10)
