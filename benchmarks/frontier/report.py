@@ -221,6 +221,37 @@ def interpolated_ratios(
     return out
 
 
+def across_timings(records: list[dict[str, Any]], timings: dict[str, dict[str, Any]], suite: Suite, samples: int,
+                   metric: Metric = ACCURACY) -> dict[str, dict[str, dict[str, float | None]]]:  # fmt: skip
+    """The seed-mean ratios read at the budget under each of ``timings`` (label -> a ``timing.json``): every run
+    priced again by that timing, the budgets made again from the user's recipe priced so. A run whose step kind a
+    timing lacks (a family added after it) is left out of that timing's reading. Returns label -> budget factor ->
+    family -> ratio (None: never)."""
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    recipe = suite.recipe
+    for label, timing in timings.items():
+        priced = []
+        for r in records:
+            try:
+                priced.append({**r, "seconds": frontier_run_seconds(r, timing["kinds"], samples)})
+            except KeyError:
+                continue
+        points = configurations(priced, metric=metric)
+        ref = [p for p in points.get(PLAIN, []) if p["batch"] == recipe["batch"] and math.isclose(p["lr"], recipe["lr"])
+               and p["epochs"] == suite.reference_epochs]  # fmt: skip
+        if not ref:
+            continue
+        budgets = [f * ref[0]["seconds"] for f in BUDGETS]
+        read = interpolated_ratios(points, budgets, metric)
+        out[label] = {
+            f"{f:g}": {} if read[f"{b:.3f}"] is None else {
+                family: v["ratio"] for family, v in read[f"{b:.3f}"]["families"].items()
+            }
+            for f, b in zip(BUDGETS, budgets, strict=True)
+        }  # fmt: skip
+    return out
+
+
 def _fmt(value: float | None, spec: str = ".2f", none: str = "never") -> str:
     return none if value is None else format(value, spec)
 
@@ -232,7 +263,8 @@ def _point(p: dict[str, Any] | None, metric: Metric) -> str:
 
 
 def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, pretrained: dict[str, dict[str, Any]],
-           sizes: Sizes | LMSizes | None, samples: int, out: Path) -> dict[str, Any]:  # fmt: skip
+           sizes: Sizes | LMSizes | None, samples: int, out: Path,
+           earlier: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
     """Price every run, build the frontier and the ratios per budget (seed means and per seed), write
     ``summary.json``, ``table.md`` and ``accuracy_vs_seconds.png``; returns the summary.
 
@@ -244,8 +276,11 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
         sizes: the continued mix's sizes (``LMSizes`` for the language model's); None from scratch.
         samples: training samples (the mix's size when continued).
         out: the folder written.
+        earlier: earlier step timings of the suite (label -> its ``timing.json``), for the band across timings; the
+            ratios are priced by ``timing``.
     """
     kinds = timing["kinds"]
+    band = across_timings(records, {"this timing": timing, **(earlier or {})}, suite, samples, metric_of(suite))
     metric = metric_of(suite)
     key = metric.key
     for r in records:
@@ -364,6 +399,23 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
         lines.append(f"- **{f:g}x ({budget:.2f} s)**: frontier {_point(row['frontier'], metric)}; "
                      + "; ".join(f"{fam}: {_point(v['reach'], metric)}" for fam, v in row["families"].items()
                                  if fam != PLAIN and v["reach"] is not None))  # fmt: skip
+    if len(band) > 1:
+        labels = list(band)
+        lines += ["", "## Across timings (seed means read at the budget, each timing pricing every run it can)", "",
+                  f"Timings: {', '.join(labels)}. A family added after a timing has no reading under it (-).", "",
+                  "| family | " + " | ".join(f"{f:g}x: " + " / ".join(labels) + ", band" for f in BUDGETS) + " |",
+                  "|" + " --- |" * (1 + len(BUDGETS))]  # fmt: skip
+        for family in families:
+            cells = [family]
+            for f in BUDGETS:
+                values = [band[label].get(f"{f:g}", {}).get(family, "-") for label in labels]
+                shown = " / ".join("-" if v == "-" else _fmt(v) for v in values)  # type: ignore[arg-type]
+                read_values = [v for v in values if isinstance(v, float)]
+                never = any(v is None for v in values)
+                span = (f"{min(read_values):.2f}-{max(read_values):.2f}" if read_values else "never") + (
+                    " (never under one)" if never and read_values else "")  # fmt: skip
+                cells.append(f"{shown}; {span}")
+            lines.append("| " + " | ".join(cells) + " |")
     prices = price_table(kinds, recipe["batch"])
     lines += price_lines(prices, recipe["batch"], timing)
     lines += ["", f"## The limit (from the price table's parts, in plain epochs at batch {recipe['batch']})", ""]
@@ -386,7 +438,7 @@ def report(records: list[dict[str, Any]], timing: dict[str, Any], suite: Suite, 
     summary = {
         "reference": ref, "budgets": dict(zip(map(str, BUDGETS), budgets, strict=True)), "pretrained": pre,
         "ratios": mean_ratios, "per_seed": per_seed, "read_at_budget": read, "read_at_budget_per_seed": read_per_seed,
-        "limit": limit, "prices": prices, "epoch_cost": per_epoch, "targets": verdicts,
+        "limit": limit, "prices": prices, "epoch_cost": per_epoch, "targets": verdicts, "across_timings": band,
         "points": points, "timing": timing, "cpu_check": check,
     }  # fmt: skip
     write_results(out, summary, "\n".join(lines) + "\n")

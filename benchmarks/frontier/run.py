@@ -290,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"no {out / name}: run `python -m benchmarks frontier {before} {suite.name}` first"
                     )
             pretrained = json.loads((out / "pretrained.json").read_text()) if suite.continued else {}
+            earlier = {path.stem.removeprefix("timing-"): json.loads(path.read_text())
+                       for path in sorted(out.glob("timing-*.json"))}  # fmt: skip
             report(read_jsonl(out / "runs.jsonl"), json.loads((out / "timing.json").read_text()), suite, pretrained,
-                   sizes if suite.continued else None, len(data.y_train), out)  # fmt: skip
+                   sizes if suite.continued else None, len(data.y_train), out, earlier)  # fmt: skip
     return 0
