@@ -130,9 +130,7 @@ def suite_arms(user: dict[str, Any], tuned: dict[str, Any]) -> list[SelectArm]:
 def plain_before_verdict(epoch: int) -> int:
     """Loader batches ``keep="auto"`` with its defaults trains on whole batches before its first verdict, on a loader
     of ``epoch`` batches an epoch: the warm-up, the first trial's plain windows, and the span after the trial in
-    which its last window is measured and its sums land (379 at 313 batches an epoch: 64 + 4 x (47 + 16) + 63), where
-    the run's length is told and long enough for the trial (``auto-topk-run``; before issue 42, also without it: a
-    run of unknown length now waits for its first trial, ``Auto.run``)."""
+    which its last window is measured and its sums land (379 at 313 batches an epoch: 64 + 4 x (47 + 16) + 63)."""
     sized = Auto().sized(epoch)
     assert sized.warmup is not None and sized.settle is not None and sized.window is not None
     span = sized.settle + sized.window

@@ -12,8 +12,7 @@ later, twice as long after each verdict that repeats the last; while selection i
 measures it below whole batches. Trial windows are training, not discarded work: plain windows train as the user
 would, selection windows as a fixed share would, so a trial bounds their harm: a selection window measured below
 whole batches stops it at once (``stop_z``), and where the run's length is known (``run``) a trial whose selection
-windows would take too much of the run left is not run (``trial_share``); where it is not known, a trial waits until
-its selection windows are at most that share of the batches trained so far. Decisions are read from copies issued a
+windows would take too much of the run left is not run (``trial_share``). Decisions are read from copies issued a
 window earlier, so they never wait for the device, and under ``torch.distributed`` one ``all_reduce`` of the trial's
 sums makes every rank decide alike.
 """
@@ -77,16 +76,11 @@ class Auto:
         run: loader batches of the whole run (a Schedule's ``total_steps``: every loader batch, selected or not),
             an int >= 1, which bounds what a trial may cost (``trial_share``). Default None: a
             :class:`~sbdata.Schedule`'s ``total_steps`` when one is given (:meth:`sized`); else not known (a
-            stream, or ``epochs`` never told): the run is then taken to last at least twice the loader batches
-            trained so far, and a trial waits (said once) until its selection windows are at most ``trial_share``
-            of those. With the defaults' trial on short epochs (48 selection batches) the first trial then starts
-            at loader batch 384 instead of about 64, and at 2016 on epochs of 313 batches (252): pass the length
-            to let trials start earlier where the run has batches left to repair them.
+            stream, or ``epochs`` never told), and only ``stop_z`` bounds a trial's harm.
         trial_share: the most a trial's selection windows may take of the loader batches left in the known
             ``run`` when it starts, in (0, 1]: a trial that would take more is not run (a decision for whole
-            batches, said once); without a known ``run``, of the batches trained so far (the trial waits). Where
-            selection hurts, the batches after a trial repair what its selection windows did, and a short run has
-            too few: on MNIST-1D 20k with 30% of the labels flipped (378 loader batches),
+            batches, said once). Where selection hurts, the batches after a trial repair what its selection windows
+            did, and a short run has too few: on MNIST-1D 20k with 30% of the labels flipped (378 loader batches),
             top-k 0.25 for 12 batches cost 1 point of test accuracy and auto's 48 cost 11. Default 0.125: the
             defaults' trial takes 0.105 of the ConvNet's 8 epochs of 313 batches and 0.15 of those 378.
         stop_z: a trial while selection is off stops at once, for whole batches, when a selection window's

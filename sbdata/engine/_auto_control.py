@@ -155,8 +155,6 @@ class AutoController:
                 self._skip(step, few)
             elif self._too_dear(step):
                 self._skip_dear(step)
-            elif self._too_early(step):
-                self._wait(position, step)
         self._stop_if_harmful(position, step)
         windows, span = len(self.order), self._span()
         relative = position - self.trial_start
@@ -341,28 +339,6 @@ class AutoController:
                            "what its selection windows did, and these are too few. Pass Auto(trial_share=...) to "
                            f"allow more. Next check in {gap} batches", trial=False)  # fmt: skip
 
-    def _too_early(self, step: int) -> bool:
-        """Where the run's length is not known, whether a trial starting at loader batch ``step`` would take more
-        than ``trial_share`` of the run known so far (the ``step`` batches trained: the run is assumed to last at
-        least as long again). The same on every rank: no communication."""
-        return self.settings.run is None and self._selection_batches() > self.settings.trial_share * step
-
-    def _wait(self, position: int, step: int) -> None:
-        """Put the trial off, without a decision, to the first loader batch where it is not too early
-        (:meth:`_too_early`); said once, naming the length that would let it plan."""
-        selection, share = self._selection_batches(), self.settings.trial_share
-        start = math.ceil(selection / share)
-        self.trial_start = position + start - step  # routed batches from here: one per loader batch
-        self.reason = (
-            f"Waiting: this run's length is not known, so keep='auto' takes the run to last at least twice the "
-            f"{step} loader batches trained so far, and a trial's selection windows ({selection} loader batches) "
-            f"would take more than trial_share={share:g} of it. Where selection hurts, the batches after a trial "
-            f"must repair what its selection windows did, and a short run has too few. The first trial starts at "
-            f"loader batch {start}; pass the run's length, Schedule(total_steps=epochs * len(loader)) or "
-            "Auto(run=epochs * len(loader)), to plan trials on it instead"
-        )
-        self._say_once()
-
     def _stop_if_harmful(self, position: int, step: int) -> None:
         """At routed batch ``position``, while selection is off (a trial's selection windows are then extra harm
         against what the run does; while it is on they are what it does, and the exit test decides): where a
@@ -409,12 +385,7 @@ class AutoController:
         decision = [float(step), float(self.on), self.keep, self.tau, self.speedup]
         self.decisions = [*self.decisions, decision][-self.settings.decisions_kept :]
         self.reason = f"{self._compared()}. {reason}" if trial else reason
-        if not self.on:
-            self._say_once()
-
-    def _say_once(self) -> None:
-        """Warn with the reason, at the user's line, the first time the run does not select (or waits)."""
-        if not self.warned:
+        if not self.on and not self.warned:
             self.warned = True
             latest = "said once; loader.stats.auto_reason has the latest"
             warn_from_user_code(f"sbdata keep='auto': {self.reason} ({latest})")

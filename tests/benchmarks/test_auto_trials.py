@@ -176,13 +176,13 @@ def test_the_run_arm_tells_auto_the_runs_length():
 @pytest.mark.filterwarnings("ignore:sbdata keep='auto'")  # the planted data are random: the verdict is off
 @pytest.mark.parametrize("epoch", [12, 313])
 def test_plain_before_verdict_counts_the_whole_batches_auto_trains_before_its_first_verdict(epoch):
-    """A linear model on a loader of ``epoch`` batches of 8, keep="auto" on a fixed cost table and a long run told:
-    the batches that arrive whole before the first decision is recorded are exactly ``plain_before_verdict(epoch)``
-    (379 at 313: 64 of warm-up, 4 plain windows of 47 + 16, and the span after the trial in which its sums land)."""
+    """A linear model on a loader of ``epoch`` batches of 8, keep="auto" on a fixed cost table: the batches that
+    arrive whole before the first decision is recorded are exactly ``plain_before_verdict(epoch)`` (379 at 313: 64
+    of warm-up, 4 plain windows of 47 + 16, and the span after the trial in which its sums land)."""
     torch.manual_seed(0)
     batches = [(torch.randn(8, 3), torch.randint(0, 2, (8,))) for _ in range(epoch)]
     model = torch.nn.Linear(3, 2)
-    loader = SBLoader(batches, model, F.cross_entropy, keep=Auto(costs=CostTable(1.0, 1.0), run=10**6), policy="topk")
+    loader = SBLoader(batches, model, F.cross_entropy, keep=Auto(costs=CostTable(1.0, 1.0)), policy="topk")
     whole = 0
     while loader.stats.auto_trials == 0:
         for x, _ in loader:

@@ -30,18 +30,8 @@ from tests.launch import launch_ranks
 
 FE = CostTable.forward_equivalents()
 B = 16
-SMALL = {
-    "keeps": (0.25,),
-    "window": 4,
-    "settle": 2,
-    "cycles": 2,
-    "warmup": 2,
-    "every": 1000,
-    "costs": FE,
-    "run": 10_000,
-}
-# a long run, told (without a length the trial would wait: test_without_the_runs_length_a_trial_waits); the trial:
-# windows plain, 0.25, 0.25, plain, plain, 0.25, 0.25, plain of 2 + 4 batches, from routed batch 2; the
+SMALL = {"keeps": (0.25,), "window": 4, "settle": 2, "cycles": 2, "warmup": 2, "every": 1000, "costs": FE}
+# the trial: windows plain, 0.25, 0.25, plain, plain, 0.25, 0.25, plain of 2 + 4 batches, from routed batch 2; the
 # last window's average is measured over batches 50-51, and the decision lands a window later, at batch 56
 ORDER = [0, 1, 1, 0, 0, 1, 1, 0]
 DECISION = 2 + 8 * 6 + 2 + 4
@@ -344,39 +334,11 @@ def test_a_trial_whose_selection_windows_would_take_too_much_of_the_run_left_is_
     # the run's length comes through the door from a Schedule's total_steps (every loader batch routed here)
     model = Planted()
     schedule = Schedule(start=0.0, end=1.0, interrupt=0, total_steps=193)
-    sb = SBLoader(batches(64), model, planted_loss, keep=settings(run=None), schedule=schedule)
+    sb = SBLoader(batches(64), model, planted_loss, keep=settings(), schedule=schedule)
     assert sb.engine.keep.auto is not None and sb.engine.keep.auto.run == 193
     assert train(sb, model, 0.01, 0.01) == [B] * 64 and sb.stats.auto_reason.startswith("Whole batches, no trial")
-    bare = SelectionEngine(Planted(), planted_loss, keep=settings(run=None), schedule=schedule)  # a bare engine alike
+    bare = SelectionEngine(Planted(), planted_loss, keep=settings(), schedule=schedule)  # a bare engine alike
     assert bare.keep.auto is not None and bare.keep.auto.run == 193
-
-
-def test_without_the_runs_length_a_trial_waits_until_its_selection_windows_are_a_share_of_the_run_so_far():
-    # no run told: at loader batch 2 the run is taken to last at least 4 batches, and the trial's 24 selection
-    # batches would take more than 0.125 of it; the trial waits (no decision), said once, until batch 24 / 0.125 = 192
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        sb, sizes = run(plain=0.01, selected=0.01, count=64, run=None)
-    stats = sb.stats
-    assert sizes == [B] * 64 and not stats.auto_on and stats.auto_trials == 0 and stats.auto_decisions == ()
-    assert stats.auto_reason == (
-        "Waiting: this run's length is not known, so keep='auto' takes the run to last at least twice the 2 loader "
-        "batches trained so far, and a trial's selection windows (24 loader batches) would take more than "
-        "trial_share=0.125 of it. Where selection hurts, the batches after a trial must repair what its selection "
-        "windows did, and a short run has too few. The first trial starts at loader batch 192; pass the run's "
-        "length, Schedule(total_steps=epochs * len(loader)) or Auto(run=epochs * len(loader)), to plan trials on it "
-        "instead"
-    )
-    messages = [w for w in caught if "keep='auto'" in str(w.message)]
-    assert [str(w.message) for w in messages] == [f"sbdata keep='auto': {stats.auto_reason} ({LATEST})"]
-    assert [w.filename for w in messages] == [__file__]  # the user's loop line
-    # a longer run: the trial starts at batch 192 exactly and decides as it would have at batch 2
-    sb, sizes = run(plain=0.01, selected=0.01, count=192 + DECISION, run=None)
-    assert sizes[:192] == [B] * 192 and sizes[190 : 190 + DECISION] == trial_sizes() and sb.stats.auto_on
-    assert sb.stats.auto_decisions[0][:2] == (190.0 + DECISION, 1.0)
-    # a larger share lets it start earlier: 24 / 0.5 = 48
-    sb, sizes = run(plain=0.01, selected=0.01, count=48 + DECISION, run=None, trial_share=0.5)
-    assert sizes[46 : 46 + DECISION] == trial_sizes() and sb.stats.auto_on
 
 
 @pytest.mark.parametrize("measured_win_first", [False, True], ids=["off", "on"])
@@ -642,7 +604,7 @@ def test_no_sync_per_step_with_keep_auto():
         for batch in epoch:
             counter.host.update((id(v), v) for v in batch.values())
     for pooled in ({"batch_size": 8}, {}):
-        auto = Auto(keeps=(0.5,), window=1, settle=1, cycles=1, warmup=1, every=2, costs=FE, run=1000)
+        auto = Auto(keeps=(0.5,), window=1, settle=1, cycles=1, warmup=1, every=2, costs=FE)
         sb = SBLoader([], OracleModel(LOSSES), ce, keep=auto, generator=1, **pooled)
         steps = 0
         for epoch in epochs:
@@ -729,7 +691,7 @@ def test_transformers_trainer_passes_keep_auto_through(tmp_path):
     pytest.importorskip("transformers")
     from tests.integrations.test_transformers import BATCH, make_trainer
 
-    auto = Auto(keeps=(0.5,), window=1, settle=1, cycles=1, warmup=1, every=2, costs=FE, run=1000)
+    auto = Auto(keeps=(0.5,), window=1, settle=1, cycles=1, warmup=1, every=2, costs=FE)
     trainer = make_trainer(tmp_path, sb_options={"keep": auto})
     trainer.train()
     stats = trainer.sb.stats
