@@ -106,7 +106,9 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default results/scoring_agreement)")
     parser.add_argument("--smoke", action="store_true", help="seconds-long: tiny runs, two batches per point")
-    parser.add_argument("--suites", nargs="*", default=["mlp", "cnn", "lm"], choices=["mlp", "cnn", "lm"])
+    parser.add_argument(
+        "--suites", nargs="*", default=["mlp", "cnn", "cnn64", "lm"], choices=["mlp", "cnn", "cnn64", "lm"]
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     found = {name: lm_suite(args.smoke) if name == "lm" else mnist1d_suite(name, args.smoke) for name in args.suites}

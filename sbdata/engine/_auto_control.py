@@ -379,7 +379,17 @@ class AutoController:
                            f"of {len(self.order)}, the model trained keeping {keep:g} of each batch measured "
                            f"{-errors:.1f} standard errors below whole batches' last window, past the limit of "
                            f"stop_z={self.settings.stop_z:g}, so the trial stopped there to bound its harm. Next "
-                           f"trial in {wait} batches")  # fmt: skip
+                           f"trial in {wait} batches{self._unknown_length()}")  # fmt: skip
+
+    def _unknown_length(self) -> str:
+        """Where the run's length is not known, what telling it would do (appended to a stopped trial's reason)."""
+        if self.settings.run is not None:
+            return ""
+        return (
+            ". This run's length is not known, so the trial ran however short the run: pass it, "
+            "Schedule(total_steps=epochs * len(loader)) or Auto(run=epochs * len(loader)), and a trial whose selection "
+            "windows would take more than trial_share of the batches left is not run"
+        )
 
     def _record(self, step: int, reason: str, trial: bool = True) -> None:
         decision = [float(step), float(self.on), self.keep, self.tau, self.speedup]

@@ -299,11 +299,18 @@ def test_a_selection_window_that_loses_ground_stops_the_trial_at_once():
         "keeping 0.25 of each batch measured "
     )
     # the next trial comes when it would have after the full trial's verdict (batch 56): 56 + 2 * 1000 - 20
-    assert stats.auto_reason.endswith("below whole batches' last window, past the limit of stop_z=2, so the trial "
-                                      "stopped there to bound its harm. Next trial in 2036 batches")  # fmt: skip
+    assert stats.auto_reason.endswith(
+        "below whole batches' last window, past the limit of stop_z=2, so the trial stopped there to bound its harm. "
+        "Next trial in 2036 batches. This run's length is not known, so the trial ran however short the run: pass it, "
+        "Schedule(total_steps=epochs * len(loader)) or Auto(run=epochs * len(loader)), and a trial whose selection "
+        "windows would take more than trial_share of the batches left is not run"
+    )
     messages = [w for w in caught if "keep='auto'" in str(w.message)]
     assert [str(w.message) for w in messages] == [f"sbdata keep='auto': {stats.auto_reason} ({LATEST})"]
     assert [w.filename for w in messages] == [__file__]
+    # told the run's length (long enough for the trial), the same stop names nothing more
+    sb, _ = run(plain=0.01, selected=-0.01, run=10_000)
+    assert sb.stats.auto_reason.endswith("so the trial stopped there to bound its harm. Next trial in 2036 batches")
     # selection that makes less progress than whole batches but gains ground is not stopped: the verdict decides
     sb, sizes = run(plain=0.01, selected=0.005)
     assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_decisions[0][:2] == (DECISION, 0.0)
@@ -421,7 +428,7 @@ def test_the_exit_test_keeps_a_measured_win_unless_selection_measures_below_plai
 
 def test_each_verdict_for_whole_batches_in_a_row_doubles_the_wait():
     model = Planted()
-    sb = SBLoader(batches(300), model, planted_loss, keep=settings(every=10))
+    sb = SBLoader(batches(300), model, planted_loss, keep=settings(every=10, run=10_000))
     sizes = train(sb, model, plain=0.01, selected=-0.01)  # selection always undoes progress
     steps = [step for step, *_ in sb.stats.auto_decisions]
     # each trial stops 18 batches after it starts (its first selection window's level lands below whole batches', a
