@@ -30,7 +30,6 @@ from sbdata.policies import keep_count
 SUMS = 7  # per measured part: quality sum and count; the SB steps' score sum, sum of squares, count; SB steps;
 # quality sum of squares (the level's standard error, for the early stop)
 LEVEL = (0, 1, 6)  # the positions of a measured part's quality sum, count and sum of squares
-LIVE_LAG = 2  # loader batches from issuing a live check's sums to reading them (they have landed by then)
 
 
 class Route(NamedTuple):
@@ -114,10 +113,6 @@ class AutoController:
         self.decisions: list[list[float]] = []  # [step, on, keep, tau, speedup] per decision
         self.reason = ""
         self.warned = False
-        # the live check (Auto.stop_z): the current stretch of a trial's selection steps while selection is off
-        self.stretch: torch.Tensor | None = None  # quality sums of its first step's batch, then of the later ones
-        self.stretch_steps = 0
-        self.checks: list[tuple[int, int, float, HostCopy]] = []  # (routed index due, steps, keep, the sums)
 
     # ----------------------------------------------------------------- the live cost meter's events
     def output_requested(self) -> None:
@@ -161,7 +156,6 @@ class AutoController:
             elif self._too_dear(step):
                 self._skip_dear(step)
         self._stop_if_harmful(position, step)
-        self._check_live(position, step)
         windows, span = len(self.order), self._span()
         relative = position - self.trial_start
         window, offset = relative // span, relative % span
@@ -219,31 +213,15 @@ class AutoController:
         """The routed batch was processed (``selected``, or yielded whole)."""
         if self.in_trial():
             self.trial_steps += 1
-            if not selected:  # a whole batch ends the stretch of selection steps
-                self.stretch, self.stretch_steps = None, 0
         elif selected:
             self.on_steps += 1
         else:
             self.off_steps += 1
 
-    def add(self, scores: torch.Tensor, losses: torch.Tensor | None = None) -> None:
-        """Add a trial SB step's scores to the device sums (for ``tau``), and its ``losses`` (the live model's, on the
-        whole batch before it is trained on; None where the step did not score them all) to the live check's sums
-        while selection is off (no synchronisation)."""
-        if not self.in_trial():
-            return
-        self.sums = self.sums + step_sums(scores).to(self.sums.device)
-        if losses is None or self.on or math.isinf(self.settings.stop_z):
-            return
-        part = quality_sums(-losses)[list(LEVEL)].to(self.device)
-        if self.stretch is None:  # the stretch's first step: its batch measures the model before any selection step
-            self.stretch = torch.cat([part, part.new_zeros(3)])
-        else:
-            self.stretch = self.stretch + torch.cat([part.new_zeros(3), part])
-        taken, self.stretch_steps = self.stretch_steps, self.stretch_steps + 1
-        if taken and not taken & (taken - 1):  # after 1, 2, 4, 8, ... selection steps
-            keep = self.keeps[self.order[self._window(self.routed - 1)] - 1]
-            self.checks.append((self.routed - 1 + LIVE_LAG, taken, keep, HostCopy(self.stretch)))
+    def add(self, scores: torch.Tensor) -> None:
+        """Add a trial SB step's scores to the device sums (for ``tau``; no synchronisation)."""
+        if self.in_trial():
+            self.sums = self.sums + step_sums(scores).to(self.sums.device)
 
     def measure(self, split: Callable[[Any], Any], quality: Callable[..., torch.Tensor], batch: Any, n: int) -> int:
         """Measure the shadow (the last window's averaged parameters) on a batch before it is trained on (timed as
@@ -267,7 +245,6 @@ class AutoController:
         settings = self.settings
         rows = [copy.value().tolist() for copy in self.copies]  # the last one issued a window ago: landed
         self.copies, self.averaged = [], 0
-        self.stretch, self.stretch_steps, self.checks = None, 0, []  # the verdict decides
         self.trials += 1
         self.trial_start = self.routed - 1 + self.every  # rescheduled below once the verdict is known
         costs = self._costs()
@@ -386,49 +363,22 @@ class AutoController:
         if errors < -self.settings.stop_z:  # NaN compares False: no stop
             self._stop(step, measured, errors)
 
-    def _check_live(self, position: int, step: int) -> None:
-        """At routed batch ``position``, read the live checks due (issued ``LIVE_LAG`` batches ago: landed) and stop
-        the trial for whole batches where the losses of the batches arriving after ``n`` selection steps stand
-        ``stop_z`` standard errors above those of the stretch's first batch, measured before any of them
-        (:func:`~sbdata.auto.shortfall` on minus the losses): whole batches do not lose ground while the run is still
-        learning. Catches within a few steps a harm the window-level stop (:meth:`_stop_if_harmful`) sees a window
-        or two later. One ``all_reduce`` of six numbers per check under ``torch.distributed``, checks after 1, 2,
-        4, 8, ... steps of a stretch, so that every rank stops alike."""
-        due = [check for check in self.checks if check[0] == position]
-        if not due:
-            return
-        self.checks = [check for check in self.checks if check[0] != position]
-        for _, taken, keep, sums in due:
-            values = [float(v) for v in sums.value()]
-            if self.lockstep is not None:
-                values = self.lockstep.reduce_sum(values)
-            errors = shortfall(values[3:], values[:3])
-            if errors < -self.settings.stop_z and not self.on:  # NaN compares False: no stop
-                self._stop(step, -1, errors, live=(taken, keep))
-                return
-
-    def _stop(self, step: int, measured: int, errors: float, live: tuple[int, float] | None = None) -> None:
+    def _stop(self, step: int, measured: int, errors: float) -> None:
         """End the trial now for whole batches: window ``measured`` lost ground against whole batches. The next
         trial comes when it would have after this trial's verdict for whole batches (stopping changes what the
         trial's last windows train on, not when the run is trialled again: an earlier re-trial would land later
         in the run, where fewer batches are left to repair it)."""
         self.copies, self.averaged = [], 0
         self.sums = torch.zeros(SUMS, dtype=torch.float64, device=self.device)
-        self.stretch, self.stretch_steps, self.checks = None, 0, []
         self.trials += 1
+        keep = self.keeps[self.order[measured] - 1]
         verdict_at = self.trial_start + len(self.order) * self._span() + self.settle + self.window
         self.trial_start = verdict_at + self._settle_on(False)
         wait = self.trial_start - (self.routed - 1)
-        if live is None:
-            keep = self.keeps[self.order[measured] - 1]
-            what = (f"in window {measured + 1} of {len(self.order)}, the model trained keeping {keep:g} of each batch "
-                    f"measured {-errors:.1f} standard errors below whole batches' last window")  # fmt: skip
-        else:
-            taken, keep = live
-            what = (f"after {taken} step(s) keeping {keep:g} of each batch, the loss on the batches arriving stood "
-                    f"{-errors:.1f} standard errors above its level before them")  # fmt: skip
-        self._record(step, f"Decided: train on whole batches, without finishing the trial: {what}, past the limit "
-                           f"of stop_z={self.settings.stop_z:g}, so the trial stopped there to bound its harm. Next "
+        self._record(step, f"Decided: train on whole batches, without finishing the trial: in window {measured + 1} "
+                           f"of {len(self.order)}, the model trained keeping {keep:g} of each batch measured "
+                           f"{-errors:.1f} standard errors below whole batches' last window, past the limit of "
+                           f"stop_z={self.settings.stop_z:g}, so the trial stopped there to bound its harm. Next "
                            f"trial in {wait} batches{self._unknown_length()}")  # fmt: skip
 
     def _unknown_length(self) -> str:
@@ -490,9 +440,6 @@ class AutoController:
             "decisions": [list(d) for d in self.decisions],
             "reason": self.reason, "warned": self.warned,
             "meter": None if self.meter is None else self.meter.state_dict(),
-            "stretch": None if self.stretch is None else self.stretch.clone(), "stretch_steps": self.stretch_steps,
-            "checks": [[due, taken, keep, torch.as_tensor(sums.value()).clone()]
-                       for due, taken, keep, sums in self.checks],
         }  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -510,10 +457,5 @@ class AutoController:
         self.on_steps, self.off_steps, self.trial_steps = (int(v) for v in state["counts"])
         self.decisions = [[float(v) for v in d] for d in state["decisions"]]
         self.reason, self.warned = str(state["reason"]), bool(state["warned"])
-        stretch = state["stretch"]
-        self.stretch = None if stretch is None else stretch.to(self.device, torch.float64).clone()
-        self.stretch_steps = int(state["stretch_steps"])
-        self.checks = [(int(due), int(taken), float(keep), HostCopy(sums.to(self.device, torch.float64)))
-                       for due, taken, keep, sums in state["checks"]]  # fmt: skip
         if self.meter is not None and state["meter"] is not None:
             self.meter.load_state_dict(state["meter"])

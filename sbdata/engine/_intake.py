@@ -121,7 +121,7 @@ class Intake:
             controller.scoring_ended(n)
         tracker.scoring_timed(time.perf_counter() - started)
         if controller is not None:
-            controller.add(kept.scores, kept.losses)  # device sums: no synchronisation
+            controller.add(kept.scores)  # device sums: no synchronisation
         self.emitter.add_kept(kept.subset, kept.size, kept.ratio, kept.expected, kept.candidates, emit_empty)
         self._count(n)
         if routed:

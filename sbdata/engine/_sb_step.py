@@ -40,8 +40,6 @@ class Kept(NamedTuple):
         candidates: how many samples the policy chose from (the finite ones under ``nan_policy="drop"``).
         expected: the policy's expected kept share of the candidates.
         scores: the (N,) scores the policy ranked (after ``adjust``, before the non-finite screen), on the device.
-        losses: the live model's (N,) per-sample losses on the whole batch, all scored on this step (no cache, the
-            loss as the score), on the device; None otherwise. ``keep="auto"``'s live check reads them.
     """
 
     subset: Any
@@ -50,7 +48,6 @@ class Kept(NamedTuple):
     candidates: int
     expected: float | torch.Tensor
     scores: torch.Tensor
-    losses: torch.Tensor | None = None
 
 
 class SBStep:
@@ -189,7 +186,6 @@ class SBStep:
         if self._seeded:  # train-mode dropout, or a policy that may score again: a stream of this step's own
             seed = dropout_seed(self.generator.initial_seed(), step)
         losses = self._score(inputs, targets, n, ids, now, seed)
-        fresh = losses if self.cache is None and self.score_name == "loss" else None
         if self.precision.due(self.tracker.sb_steps):  # every autocast_check_every-th SB step, with autocast_dtype only
             low = losses if self.cache is None else None  # with a cache some losses were not scored: rescore all
             if self.precision.check(low, self.model, inputs, targets, n, self.device, seed, keep):
@@ -224,7 +220,7 @@ class SBStep:
         index = selection.index if candidates is None else candidates.index_select(0, selection.index)
         ratio = None if selection.prob is None or not self.return_weights else selection.expected / selection.prob
         subset = _batch.select(batch, index, self.lazy_columns)
-        return Kept(subset, index.shape[0], ratio, count, selection.expected, ranked, fresh)
+        return Kept(subset, index.shape[0], ratio, count, selection.expected, ranked)
 
     def _check_contract(self, selection: Any, n: int, keep: float) -> None:
         """Hold a policy to what it declared (host-side shapes only: no synchronisation)."""

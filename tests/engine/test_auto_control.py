@@ -78,13 +78,9 @@ def train(outputs: Iterable[Any], model: Planted, plain: float, selected: float)
     return sizes
 
 
-def run(
-    plain: float, selected: float, count: int = 64, score: str = "loss", **overrides: Any
-) -> tuple[SBLoader, list[int]]:
-    """A run of ``count`` batches with :func:`settings` (``overrides``). ``score="gradnorm"`` ranks by a score that is
-    not the loss (here 1 for every sample), which leaves the live check without losses to read."""
+def run(plain: float, selected: float, count: int = 64, **overrides: Any) -> tuple[SBLoader, list[int]]:
     model = Planted()
-    sb = SBLoader(batches(count), model, planted_loss, keep=settings(**overrides), score=score)
+    sb = SBLoader(batches(count), model, planted_loss, keep=settings(**overrides))
     return sb, train(sb, model, plain, selected)
 
 
@@ -286,60 +282,14 @@ def test_a_share_that_keeps_fewer_than_min_kept_samples_is_not_trialled_and_says
     assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_on
 
 
-def test_selection_steps_that_raise_the_loss_of_the_batches_arriving_stop_the_trial_within_steps():
-    # flipped labels, planted: selection undoes progress. The stretch of selection steps starts at batch 8 (its loss
-    # 1 - theta measured before any selection step); after one step, batch 9's loss stands 0.01 higher (every sample
-    # alike: no spread, infinitely many standard errors); that check, issued at batch 9, is read LIVE_LAG = 2
-    # batches later, at batch 11, and the trial stops there: 3 selection batches instead of the full trial's 24
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        sb, sizes = run(plain=0.01, selected=-0.01, run=10_000)
-    assert sizes == [B] * 8 + [keep_count(0.25, B)] * 3 + [B] * (64 - 11)
-    stats = sb.stats
-    assert not stats.auto_on and stats.auto_trials == 1 and [d[:2] for d in stats.auto_decisions] == [(11.0, 0.0)]
-    assert stats.auto_reason == (
-        f"{TRIAL_1}Decided: train on whole batches, without finishing the trial: after 1 step(s) keeping 0.25 of each "
-        "batch, the loss on the batches arriving stood inf standard errors above its level before them, past the "
-        "limit of stop_z=2, so the trial stopped there to bound its harm. Next trial in 2045 batches"
-    )  # the next trial comes when it would have after the full trial's verdict (batch 56): 56 + 2 * 1000 - 11
-    messages = [w for w in caught if "keep='auto'" in str(w.message)]
-    assert [str(w.message) for w in messages] == [f"sbdata keep='auto': {stats.auto_reason} ({LATEST})"]
-    assert [w.filename for w in messages] == [__file__]
-    # losses that fall (selection gains ground, if less than whole batches) are not stopped: the verdict decides
-    sb, sizes = run(plain=0.01, selected=0.005)
-    assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_decisions[0][:2] == (DECISION, 0.0)
-    # stop_z=inf never stops; nor while selection is on (the exit test decides), checked below
-    sb, sizes = run(plain=0.01, selected=-0.01, stop_z=math.inf)
-    assert sizes[:DECISION] == trial_sizes()
-
-
-def test_the_live_check_reads_a_noisy_loss_in_standard_errors():
-    # the losses of the batches arriving spread (each sample 1 - theta + its own planted offset): a rise of the
-    # stretch's later losses by less than stop_z standard errors of that spread does not stop; a larger one does
-    offsets = torch.linspace(-0.5, 0.5, B)
-
-    def noisy(outputs: torch.Tensor, targets: torch.Tensor, reduction: str = "none") -> torch.Tensor:
-        losses = outputs + offsets[: outputs.shape[0]]
-        return losses if reduction == "none" else losses.mean()
-
-    # the spread's standard error over a batch of 16 against 16: sd(offsets) * sqrt(2 / 16) = 0.107
-    for selected, stopped in ((-0.01, False), (-0.1, True)):
-        model = Planted()
-        sb = SBLoader(batches(64), model, noisy, keep=settings(run=10_000))
-        sizes = train(sb, model, 0.01, selected)
-        assert (sizes[:DECISION] != trial_sizes()) is stopped, selected
-        assert ("the loss on the batches arriving stood" in sb.stats.auto_reason) is stopped
-
-
 def test_a_selection_window_that_loses_ground_stops_the_trial_at_once():
-    # flipped labels, planted, ranked by a score that is not the loss (the live check has no losses to read; as
-    # with a loss cache): selection undoes progress. Window 1 (keep 0.25, batches 8-13) averages theta 0.045
+    # flipped labels, planted: selection undoes progress. Window 1 (keep 0.25, batches 8-13) averages theta 0.045
     # against window 0's 0.055; its level is measured on window 2's settling batches (14, 15) and read a window
     # later, at batch 20: below whole batches' (every sample alike: no spread, infinitely many standard errors), so
     # the trial stops there. Selection took 12 batches instead of the full trial's 24.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        sb, sizes = run(plain=0.01, selected=-0.01, score="gradnorm")
+        sb, sizes = run(plain=0.01, selected=-0.01)
     assert sizes == [B] * 8 + [keep_count(0.25, B)] * 12 + [B] * (64 - 20)
     stats = sb.stats
     assert not stats.auto_on and stats.auto_trials == 1 and stats.auto_trial_share == pytest.approx(18 / 64)
@@ -359,10 +309,10 @@ def test_a_selection_window_that_loses_ground_stops_the_trial_at_once():
     assert [str(w.message) for w in messages] == [f"sbdata keep='auto': {stats.auto_reason} ({LATEST})"]
     assert [w.filename for w in messages] == [__file__]
     # told the run's length (long enough for the trial), the same stop names nothing more
-    sb, _ = run(plain=0.01, selected=-0.01, score="gradnorm", run=10_000)
+    sb, _ = run(plain=0.01, selected=-0.01, run=10_000)
     assert sb.stats.auto_reason.endswith("so the trial stopped there to bound its harm. Next trial in 2036 batches")
     # selection that makes less progress than whole batches but gains ground is not stopped: the verdict decides
-    sb, sizes = run(plain=0.01, selected=0.005, score="gradnorm")
+    sb, sizes = run(plain=0.01, selected=0.005)
     assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_decisions[0][:2] == (DECISION, 0.0)
 
 
@@ -478,8 +428,8 @@ def test_the_exit_test_keeps_a_measured_win_unless_selection_measures_below_plai
 
 def test_each_verdict_for_whole_batches_in_a_row_doubles_the_wait():
     model = Planted()
-    sb = SBLoader(batches(300), model, planted_loss, keep=settings(every=10, run=10_000), score="gradnorm")
-    sizes = train(sb, model, plain=0.01, selected=-0.01)  # selection always undoes progress (the window-level stop)
+    sb = SBLoader(batches(300), model, planted_loss, keep=settings(every=10, run=10_000))
+    sizes = train(sb, model, plain=0.01, selected=-0.01)  # selection always undoes progress
     steps = [step for step, *_ in sb.stats.auto_decisions]
     # each trial stops 18 batches after it starts (its first selection window's level lands below whole batches', a
     # window after it was made); trial n + 1 starts 20, 40, 80 batches after the batch where trial n's verdict
@@ -697,17 +647,12 @@ def test_ranks_decide_alike():
     assert first["history"][0][1] == 0.0 and first["history"][0][4] == pytest.approx(0.5 * PER_SECOND, rel=1e-4)
 
 
-def stop_on_rank(rank: int, score: str = "gradnorm") -> dict[str, Any]:
-    """On one of 2 gloo ranks: selection loses ground fast on rank 0 (-0.05 a batch) and gains on rank 1 (+0.01);
-    ranked by ``score`` (``"gradnorm"``: the live check has no losses to read, the window-level stop decides)."""
+def stop_on_rank(rank: int) -> dict[str, Any]:
+    """On one of 2 gloo ranks: selection loses ground fast on rank 0 (-0.05 a batch) and gains on rank 1 (+0.01)."""
     model = Planted()
-    sb = SBLoader(batches(64), model, planted_loss, keep=settings(), score=score)
+    sb = SBLoader(batches(64), model, planted_loss, keep=settings())
     sizes = train(sb, model, 0.01, -0.05 if rank == 0 else 0.01)
     return {"sizes": sizes, "history": sb.stats.auto_decisions, "reason": sb.stats.auto_reason}
-
-
-def live_stop_on_rank(rank: int) -> dict[str, Any]:
-    return stop_on_rank(rank, score="loss")
 
 
 @pytest.mark.multiprocess
@@ -720,12 +665,6 @@ def test_ranks_stop_a_trial_alike():
     assert first["sizes"] == second["sizes"] == [B] * 8 + [keep_count(0.25, B)] * 12 + [B] * 44
     assert [d[:2] for d in first["history"]] == [d[:2] for d in second["history"]] == [(20.0, 0.0)]
     assert first["reason"] == second["reason"] and "without finishing the trial: in window 2 of 8" in first["reason"]
-    # the live check, its sums reduced over the ranks: after one selection step the losses arriving stand 0.05
-    # higher on rank 0 and 0.01 lower on rank 1 (0.02 higher over both, 3.7 standard errors): both stop at batch 11
-    first, second = launch_ranks(live_stop_on_rank, world=2, timeout=120)
-    assert first["sizes"] == second["sizes"] == [B] * 8 + [keep_count(0.25, B)] * 3 + [B] * 53
-    assert [d[:2] for d in first["history"]] == [d[:2] for d in second["history"]] == [(11.0, 0.0)]
-    assert first["reason"] == second["reason"] and "after 1 step(s) keeping 0.25" in first["reason"]
 
 
 def skip_on_rank(rank: int) -> dict[str, Any]:
