@@ -458,10 +458,11 @@ def harm_table(results: Path, records: dict[str, str]) -> str:
             summary[label][arm] = {"accuracy": [r["accuracy"] for r in arm_runs], "mean": accuracy, "reasons": reasons}
     title = f"# keep='auto' on {HARM_SUITE}: what its trials cost where selection hurts (issue 42)"
     text = title + "\n\n" + "\n".join(lines)
-    checks = harm_check_lines(results)
-    if checks:
-        text += "\n\nThe recorded suites with the bounds (`harm-check/<suite>`), beside the evals32 record:\n\n"
-        text += "\n".join(checks)
+    for prefix, what in CHECKS.items():
+        checks = harm_check_lines(results, prefix)
+        if checks:
+            text += f"\n\nThe recorded suites {what} (`{prefix}/<suite>`), beside the evals32 record:\n\n"
+            text += "\n".join(checks)
     out = results / "harm" / "report"
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(text + "\n")
@@ -469,13 +470,26 @@ def harm_table(results: Path, records: dict[str, str]) -> str:
     return text
 
 
-def harm_check_lines(results: Path) -> list[str]:
-    """The recorded suites rerun with the bounds (``harm-check/<suite>``) beside the ``evals32`` record's
+CHECKS = {  # record -> what it reran the recorded suites with
+    "harm-check": "with the bounds",
+    "harm-wait": "with the unknown-length wait (4601b63, reverted)",
+    "harm-live": "with the live check (d739295, reverted)",
+}
+HARM_RECORDS = {  # label -> record of the short run
+    "before (ce37b18)": "harm-before",
+    "after": "harm",
+    "wait, reverted (4601b63)": "harm-wait",
+    "live check, reverted (d739295)": "harm-live",
+}
+
+
+def harm_check_lines(results: Path, prefix: str = "harm-check") -> list[str]:
+    """The recorded suites rerun in record ``prefix`` (``<prefix>/<suite>``) beside the ``evals32`` record's
     ``auto-topk``: per seed final accuracy, the share of batches selected, and each decision (``on``/``off`` at its
-    loader batch; "stopped early" where the early stop ended a trial)."""
+    loader batch; "stopped early" where the early stop ended a trial; none where no trial decided)."""
     lines: list[str] = []
     for name in SUITES:
-        now = read_jsonl(results / "harm-check" / name / "runs.jsonl")
+        now = read_jsonl(results / prefix / name / "runs.jsonl")
         recorded = read_jsonl(results / "evals32" / name / "runs.jsonl")
         before = {r["seed"]: r for r in recorded if r["arm"] == "auto-topk"}
         for run in sorted(now, key=lambda r: (r["arm"], r["seed"])):
@@ -490,7 +504,8 @@ def harm_check_lines(results: Path) -> list[str]:
             stopped = " (stopped early)" if "the trial stopped" in run["auto"]["reason"] else ""
             accuracy = f"{100 * run['accuracy']:.2f}% ({100 * old['accuracy']:.2f}%)"
             share = f"{run['auto']['on_share']:.3f} ({old['auto']['on_share']:.3f})"
-            speed = f"{run['auto']['history'][0][4]:.2f}x ({old['auto']['history'][0][4]:.2f}x)"
+            first = f"{run['auto']['history'][0][4]:.2f}x" if run["auto"]["history"] else "none"
+            speed = f"{first} ({old['auto']['history'][0][4]:.2f}x)"
             lines.append(
                 f"| {name} | {run['arm']} | {run['seed']} | {accuracy} | {share} | {speed} | {decisions}{stopped} |"
             )
@@ -506,7 +521,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--harm", action="store_true", help=f"the {HARM_SUITE} table (harm/before, harm/after)")
     args = parser.parse_args(argv)
     if args.harm:
-        print(harm_table(args.results, {"before (ce37b18)": "harm-before", "after": "harm"}))
+        print(harm_table(args.results, HARM_RECORDS))
         return
     prefix = args.prefix
     suites = {name: read_jsonl(args.results / prefix / name / "runs.jsonl") for name in SUITES}
