@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from benchmarks.harness.cost import back_to_back_name
 from benchmarks.harness.models import MODELS
 from benchmarks.harness.records import machine, read_jsonl, results_dir
 from benchmarks.harness.runs import Job, cli, run_loop
@@ -171,7 +172,25 @@ def part_steppers(data: Any, suite: Suite, kinds: dict[str, tuple[BudgetArm, boo
                 )
             if arm.autocast and f"score b={arm.batch}" not in out:  # the live check's full-precision pass
                 out[f"score b={arm.batch}"] = endless_scoring(data, suite.family, arm.batch, pretrained=suite.continued)
+            pair = back_to_back_name(label, arm.batch, kept)
+            plain_arm = BudgetArm("t", batch=kept, lr=arm.lr)
+            if pair not in out:  # the same two parts run one after the other, no sbdata: what interleaving costs
+                out[pair] = endless_back_to_back(
+                    endless_scoring(data, suite.family, arm.batch, pretrained=suite.continued, autocast=arm.autocast),
+                    endless_steps(plain_arm, data, suite.family, pretrained=suite.continued),
+                )
     return out
+
+
+def endless_back_to_back(score: Iterator[Any], train: Iterator[Any]) -> Iterator[None]:
+    """A scoring pass, then a training step, endlessly (each iterator primed by its first ``next``, as the timing
+    primes every stepper): the price table's parts run back to back without sbdata between them."""
+    next(score)
+    next(train)
+    while True:
+        next(score)
+        next(train)
+        yield None
 
 
 def timing(data: Any, suite: Suite, out: Path, smoke: bool, allocator: dict[str, Any]) -> dict[str, Any]:

@@ -173,6 +173,14 @@ def frontier_run_seconds(record: dict[str, Any], kinds: dict[str, dict[str, floa
 
 
 CHECK_EVERY = 100  # sbdata's default autocast_check_every: one batch in 100 also scored at full precision
+
+
+def back_to_back_name(score: str, batch: int, kept: int) -> str:
+    """The timing kind of a scoring pass (``score`` or ``score-bf16``) at ``batch`` followed by a plain training step
+    at ``kept``, run back to back without sbdata (what running the two parts one after the other costs)."""
+    return f"back to back: {score} b={batch}, train b={kept}"
+
+
 _SELECTION_KIND = re.compile(r"(?P<kind>\S+) keep=(?P<keep>[\d.]+) b=(?P<batch>\d+)$")
 
 
@@ -186,8 +194,11 @@ def price_table(kinds: dict[str, dict[str, float]], batch: int) -> list[dict[str
     step makes the plain-epoch columns.
 
     Returns:
-        Rows ``{"path", "measured", "limit", "parts", "over", "measured_epochs", "limit_epochs"}``: seconds per
-        loader batch, ``over`` = measured / limit - 1, and both in plain epochs (over the plain step at ``batch``).
+        Rows ``{"path", "measured", "limit", "parts", "over", "measured_epochs", "limit_epochs", "back_to_back",
+        "over_back_to_back"}``: seconds per loader batch, ``over`` = measured / limit - 1, and both in plain epochs
+        (over the plain step at ``batch``); ``back_to_back``: the scoring pass and the kept batch's training step
+        timed one after the other without sbdata (:func:`back_to_back_name`) plus the other parts, where timed
+        (else None; not a limit: what running two parts in a row costs beyond the two apart), and measured over it.
     """
     t = {name: kind["seconds_per_batch"] for name, kind in kinds.items()}
     plain = t.get(f"plain b={batch}")
@@ -217,9 +228,16 @@ def price_table(kinds: dict[str, dict[str, float]], batch: int) -> list[dict[str
         if any(v is None for v in parts.values()):
             continue
         limit = sum(v for v in parts.values() if v is not None)
+        paired = None  # the scoring pass and the training step run back to back (no sbdata), plus the other parts
+        if match is not None and match["kind"] != "warm-reused":
+            score = "score-bf16" if match["kind"] == "topk-bf16" else "score"
+            pair = t.get(back_to_back_name(score, b, kept))
+            if pair is not None:
+                paired = pair + sum(v for k, v in parts.items() if not k.startswith(("score", "train")) and v)
         rows.append({
             "path": name, "measured": measured, "limit": limit, "parts": parts, "over": measured / limit - 1.0,
-            "measured_epochs": measured / plain, "limit_epochs": limit / plain,
+            "measured_epochs": measured / plain, "limit_epochs": limit / plain, "back_to_back": paired,
+            "over_back_to_back": None if paired is None else measured / paired - 1.0,
         })  # fmt: skip
     return rows
 

@@ -40,6 +40,7 @@ KINDS = {  # seconds per loader batch, a fixed table
     "own: warm-reused keep=0.25 b=256": 0.0004,
     "own: warm-scored keep=0.25 b=256": 0.0005,
     "own: top_losses b=256": 0.0002,
+    "back to back: score b=256, train b=64": 0.0057,  # the two parts one after the other, no sbdata
 }
 TIMING = {name: {"seconds_per_batch": value} for name, value in KINDS.items()}
 
@@ -126,6 +127,10 @@ def test_price_table_sums_separately_timed_parts_never_the_step_itself():
     assert rows["warm-reused keep=0.25 b=256"]["parts"] == {"train b=64": 0.004, "sbdata": 0.0004}  # nothing scored
     assert rows["warm-scored keep=0.25 b=256"]["limit"] == pytest.approx(0.0015 + 0.004 + 0.0005)
     assert rows["top_losses b=256"]["parts"] == {"train b=256": 0.010, "sbdata": 0.0002}
+    # the scoring pass and the training step timed back to back (no sbdata): beside the limit, never in it
+    assert fresh["back_to_back"] == pytest.approx(0.0057 + 0.0003)
+    assert fresh["over_back_to_back"] == pytest.approx(0.005 / 0.006 - 1)
+    assert bf16["back_to_back"] is None and rows["warm-reused keep=0.25 b=256"]["back_to_back"] is None  # not timed
     # a kind without its own-work part, or whose kept batch was not timed, has no limit: not made up
     assert "prune b=256" not in rows and "warm-scored keep=0.5 b=256" not in rows
     assert price_table({k: v for k, v in TIMING.items() if k != "plain b=256"}, 256) == []
