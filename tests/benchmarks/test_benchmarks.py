@@ -483,6 +483,9 @@ def test_the_dispatcher_lists_every_benchmark():
         assert (BENCHMARKS / folder / "README.md").exists(), folder
 
 
+EARLIER_TIMING = re.compile(r"timing-\d{4}-\d{2}-\d{2}(-[a-z-]+)?\.json")
+
+
 def test_recorded_results_follow_one_layout():
     """``benchmarks/results/<benchmark>/<record>/``, a record over several suites one folder per suite inside
     (``<record>/<suite>/``, its cross-suite table in ``<record>/report/``), with runs.jsonl, machine.json, summary.json,
@@ -490,6 +493,7 @@ def test_recorded_results_follow_one_layout():
     allowed = {"runs.jsonl", "machine.json", "summary.json", "table.md", "tuned.json", "best.json", "raw.json"}
     allowed |= {"tune.jsonl", "tune_equal_fe.jsonl", "probe_saturating_tune.jsonl", "wall.json"}  # the LM grids
     allowed |= {"timing.json", "pretrained.json"}  # the frontier suites' step timing and pretrained accuracies
+    # and a suite's earlier timings beside timing.json (timing-<date>[-label].json), read by its band across timings
     tracked = subprocess.run(
         ["git", "ls-files", "benchmarks/results"], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout.split()
@@ -504,7 +508,7 @@ def test_recorded_results_follow_one_layout():
         if (
             len(parts) not in (3, 4)
             or parts[0] not in FOLDERS
-            or not (parts[-1] in allowed or parts[-1].endswith(".png"))
+            or not (parts[-1] in allowed or parts[-1].endswith(".png") or EARLIER_TIMING.fullmatch(parts[-1]))
         ):
             odd.append(name)
     records = {
