@@ -518,7 +518,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--prefix", default="trials", help="the record: its suites in PREFIX/<suite>, the table in PREFIX/report"
     )
-    parser.add_argument("--harm", action="store_true", help=f"the {HARM_SUITE} table (harm/before, harm/after)")
+    parser.add_argument(
+        "--harm",
+        action="store_true",
+        help=f"the {HARM_SUITE} table (every record of HARM_RECORDS, and the reruns of CHECKS)",
+    )
     args = parser.parse_args(argv)
     if args.harm:
         print(harm_table(args.results, HARM_RECORDS))

@@ -173,11 +173,12 @@ def part_steppers(data: Any, suite: Suite, kinds: dict[str, tuple[BudgetArm, boo
             if arm.autocast and f"score b={arm.batch}" not in out:  # the live check's full-precision pass
                 out[f"score b={arm.batch}"] = endless_scoring(data, suite.family, arm.batch, pretrained=suite.continued)
             pair = back_to_back_name(label, arm.batch, kept)
-            plain_arm = BudgetArm("t", batch=kept, lr=arm.lr)
             if pair not in out:  # the same two parts run one after the other, no sbdata: what interleaving costs
                 out[pair] = endless_back_to_back(
                     endless_scoring(data, suite.family, arm.batch, pretrained=suite.continued, autocast=arm.autocast),
-                    endless_steps(plain_arm, data, suite.family, pretrained=suite.continued),
+                    endless_steps(
+                        BudgetArm("t", batch=kept, lr=arm.lr), data, suite.family, pretrained=suite.continued
+                    ),
                 )
     return out
 

@@ -210,6 +210,7 @@ def price_table(kinds: dict[str, dict[str, float]], batch: int) -> list[dict[str
         if own is None:
             continue
         parts: dict[str, float | None] = {}
+        scored: tuple[str, str, str] | None = None  # (scoring part, training part, their back-to-back kind)
         match = _SELECTION_KIND.match(name)
         if match is None:  # a sampler's step: plain training on what it loads, nothing scored
             b = int(name.rsplit("b=", 1)[1])
@@ -217,23 +218,22 @@ def price_table(kinds: dict[str, dict[str, float]], batch: int) -> list[dict[str
         else:
             kind, keep, b = match["kind"], float(match["keep"]), int(match["batch"])
             kept = math.ceil(keep * b)
-            if kind == "topk-bf16":
-                parts[f"score-bf16 b={b}"] = t.get(f"score-bf16 b={b}")
-                full = t.get(f"score b={b}")
-                parts["full-precision check"] = None if full is None else full / CHECK_EVERY
-            elif kind != "warm-reused":
-                parts[f"score b={b}"] = t.get(f"score b={b}")
+            if kind != "warm-reused":  # the warm cache's reused step scores nothing
+                score = "score-bf16" if kind == "topk-bf16" else "score"
+                parts[f"{score} b={b}"] = t.get(f"{score} b={b}")
+                if kind == "topk-bf16":
+                    full = t.get(f"score b={b}")
+                    parts["full-precision check"] = None if full is None else full / CHECK_EVERY
+                scored = (f"{score} b={b}", f"train b={kept}", back_to_back_name(score, b, kept))
             parts[f"train b={kept}"] = t.get(f"plain b={kept}")
         parts["sbdata"] = own
         if any(v is None for v in parts.values()):
             continue
         limit = sum(v for v in parts.values() if v is not None)
         paired = None  # the scoring pass and the training step run back to back (no sbdata), plus the other parts
-        if match is not None and match["kind"] != "warm-reused":
-            score = "score-bf16" if match["kind"] == "topk-bf16" else "score"
-            pair = t.get(back_to_back_name(score, b, kept))
-            if pair is not None:
-                paired = pair + sum(v for k, v in parts.items() if not k.startswith(("score", "train")) and v)
+        if scored is not None and scored[2] in t:
+            score_part, train_part, pair = scored
+            paired = t[pair] + limit - (parts[score_part] or 0.0) - (parts[train_part] or 0.0)
         rows.append({
             "path": name, "measured": measured, "limit": limit, "parts": parts, "over": measured / limit - 1.0,
             "measured_epochs": measured / plain, "limit_epochs": limit / plain, "back_to_back": paired,
