@@ -1,13 +1,17 @@
-"""A Schedule driven by a trainer's own progress, bound when the trainer builds the loader."""
+"""What a trainer knows of its run, handed to selection when the trainer builds the loader: its progress (a
+Schedule driven by it) and its planned length in loader batches (which bounds ``keep="auto"``'s trials)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
+from sbdata.auto import Auto
 from sbdata.engine import Schedule
 
-__all__ = ["TrainerProgress", "bind_progress", "trainer_schedule"]
+__all__ = ["TrainerProgress", "bind_progress", "keep_told_the_run", "planned_batches", "trainer_schedule"]
 
 
 class TrainerProgress:
@@ -48,3 +52,47 @@ def bind_progress(options: Mapping[str, Any], read: Callable[[], float]) -> None
     progress = getattr(schedule, "progress", None)
     if isinstance(progress, TrainerProgress):
         progress.bind(read)
+
+
+def planned_batches(per_epoch: int, accumulate: int = 1, max_steps: int | None = None,
+                    max_epochs: float | None = None) -> int | None:  # fmt: skip
+    """Loader batches a trainer will draw in the whole run, as Lightning and the transformers Trainer plan it.
+
+    An epoch of ``per_epoch`` loader batches makes ``ceil(per_epoch / accumulate)`` optimizer steps (the last
+    one on the remainder). The run ends at ``max_steps`` optimizer steps or after ``max_epochs`` epochs (a float
+    is rounded up to whole optimizer steps, as the transformers Trainer rounds it), whichever comes first.
+
+    Args:
+        per_epoch: loader batches per epoch, an int >= 1.
+        accumulate: loader batches per optimizer step (gradient accumulation), an int >= 1. Default 1.
+        max_steps: optimizer steps of the run; None or a value < 0: no limit. Default None.
+        max_epochs: epochs of the run, > 0; None or a value < 0: no limit. Default None.
+
+    Returns:
+        The loader batches of the run, or None where neither limit is set.
+    """
+    steps_per_epoch = math.ceil(per_epoch / accumulate)
+    limits = []
+    if max_steps is not None and max_steps >= 0:
+        limits.append(max_steps)
+    if max_epochs is not None and max_epochs >= 0:
+        limits.append(math.ceil(max_epochs * steps_per_epoch))
+    if not limits:
+        return None
+    epochs, steps = divmod(min(limits), steps_per_epoch)
+    return epochs * per_epoch + min(steps * accumulate, per_epoch)
+
+
+def keep_told_the_run(options: Mapping[str, Any], run: int | None) -> Any:
+    """``options["keep"]`` with the trainer's planned length of the run (``run`` loader batches) given to
+    ``keep="auto"``, so that a trial whose selection windows would take more than
+    :attr:`~sbdata.Auto.trial_share` of the batches left is not run. A length the user gave (``Auto(run=...)`` or a
+    Schedule's ``total_steps``) stands; so does any other ``keep``, returned as it is."""
+    keep = options.get("keep")
+    if run is None or run < 1 or getattr(options.get("schedule"), "total_steps", None) is not None:
+        return keep
+    if isinstance(keep, str) and keep == "auto":
+        keep = Auto()
+    if isinstance(keep, Auto) and keep.run is None:
+        return replace(keep, run=run)
+    return options.get("keep")

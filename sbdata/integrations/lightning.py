@@ -36,7 +36,7 @@ import torch.distributed as dist
 from sbdata._util import Unpack
 from sbdata.distributed import rank_and_world
 from sbdata.engine import EngineOptions
-from sbdata.integrations._trainer_progress import bind_progress, trainer_schedule
+from sbdata.integrations._trainer_progress import bind_progress, keep_told_the_run, planned_batches, trainer_schedule
 from sbdata.loader import SBLoader
 
 __all__ = ["LightningSBLoader", "SBDataModule", "SBStatsLogger", "sb_train_dataloader", "trainer_schedule"]
@@ -91,6 +91,22 @@ def _refuse_read_ahead(sb: SBLoader, module: pl.LightningModule) -> None:
         ) from None
 
 
+def _planned_batches(trainer: pl.Trainer, loader: Any) -> int | None:
+    """The loader batches ``trainer`` will draw from ``loader`` in the whole fit (None: not known, e.g. no len())."""
+    try:
+        per_epoch = len(loader)
+    except TypeError:
+        return None
+    limit = trainer.limit_train_batches
+    if isinstance(limit, int):  # Lightning: an int caps the batches per epoch, a float takes that share of them
+        per_epoch = min(per_epoch, limit)
+    elif isinstance(limit, float):
+        per_epoch = int(per_epoch * limit)
+    if per_epoch < 1:
+        return None
+    return planned_batches(per_epoch, trainer.accumulate_grad_batches, trainer.max_steps, trainer.max_epochs)
+
+
 def sb_train_dataloader(
     trainer: pl.Trainer, loader: Any, loss_fn: Any = None, **options: Unpack[EngineOptions]
 ) -> LightningSBLoader:
@@ -105,7 +121,10 @@ def sb_train_dataloader(
         loader: the training ``DataLoader`` (or any iterable with ``len()``).
         loss_fn: per-sample loss; may come in ``options`` from a task's hooks (``**sbdata.tasks.causal_lm()``).
         **options: options of :class:`~sbdata.SelectionEngine`; a :func:`trainer_schedule` is driven by
-            ``trainer.global_step / trainer.estimated_stepping_batches``.
+            ``trainer.global_step / trainer.estimated_stepping_batches``, and ``keep="auto"`` is told the run's
+            planned length in loader batches (``max_epochs``, ``max_steps``, ``limit_train_batches`` and
+            ``accumulate_grad_batches`` read as Lightning reads them), which bounds its trials
+            (:attr:`~sbdata.Auto.trial_share`), unless ``Auto(run=...)`` or a Schedule's ``total_steps`` gives one.
 
     Raises:
         ValueError: for a configuration Lightning would prefetch from (no ``len()``), naming the fix.
@@ -122,6 +141,8 @@ def sb_train_dataloader(
         return trainer.global_step / total[0]
 
     bind_progress(options, progress)
+    if "keep" in options:
+        options["keep"] = keep_told_the_run(options, _planned_batches(trainer, loader))
     sb = LightningSBLoader(loader, module, loss_fn, **options)
     _refuse_read_ahead(sb, module)
     return sb

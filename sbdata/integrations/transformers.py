@@ -33,7 +33,7 @@ except ImportError as error:  # pragma: no cover - exercised only without transf
 
 from sbdata.integrations._model_tasks import task_hooks
 from sbdata.integrations._rank_state import load_rank_state, save_rank_state
-from sbdata.integrations._trainer_progress import bind_progress, trainer_schedule
+from sbdata.integrations._trainer_progress import bind_progress, keep_told_the_run, planned_batches, trainer_schedule
 from sbdata.loader import SBLoader
 
 __all__ = ["SBStatsCallback", "SBTrainer", "trainer_schedule"]
@@ -103,7 +103,10 @@ class SBTrainer(Trainer):
             ``loss_fn``/``split``/``forward``/``reduce`` to replace the hooks of the model's task (picked from
             its class: :func:`~sbdata.tasks.causal_lm`, :func:`~sbdata.tasks.sequence_classification` or
             :func:`~sbdata.tasks.token_classification`); a model of another task needs ``loss_fn``. A
-            :func:`trainer_schedule` runs on the Trainer's progress (optimizer steps over ``max_steps``).
+            :func:`trainer_schedule` runs on the Trainer's progress (optimizer steps over ``max_steps``), and
+            ``keep="auto"`` is told the run's planned length in loader batches (``max_steps`` or
+            ``num_train_epochs``, with ``gradient_accumulation_steps``), which bounds its trials
+            (:attr:`~sbdata.Auto.trial_share`), unless ``Auto(run=...)`` or a Schedule's ``total_steps`` gives one.
             ``batch_size`` is refused: the Trainer plans and resumes by counting loader batches.
         **kwargs: keyword arguments of ``transformers.Trainer``.
 
@@ -134,10 +137,26 @@ class SBTrainer(Trainer):
         if self.model is None:
             raise RuntimeError("SBTrainer needs its model before training: pass model= or model_init= to it")
         options = {**task_hooks(self.model, self.sb_options), **self.sb_options}
-        self.sb = SBLoader(super().get_train_dataloader(), self.model, **options)
+        loader = super().get_train_dataloader()
+        if "keep" in options:
+            options["keep"] = keep_told_the_run(options, self._planned_batches(loader))
+        self.sb = SBLoader(loader, self.model, **options)
         if self._sb_resume_from is not None:
             load_rank_state(self.sb, self._sb_resume_from)
         return self.sb
+
+    def _planned_batches(self, loader: Any) -> int | None:
+        """The loader batches this process will draw from ``loader`` in the whole run, as the Trainer plans its
+        steps (None: not known, e.g. no len())."""
+        try:
+            per_epoch = len(loader)
+        except TypeError:
+            return None
+        if per_epoch < 1:
+            return None
+        args = self.args
+        epochs = None if args.max_steps > 0 else args.num_train_epochs  # the Trainer: max_steps wins when > 0
+        return planned_batches(per_epoch, args.gradient_accumulation_steps, args.max_steps, epochs)
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
         directory = resume_from_checkpoint

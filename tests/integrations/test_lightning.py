@@ -175,3 +175,32 @@ def test_overfit_batches_keeps_selection_or_stops_naming_shuffle_false(shuffle):
     else:
         trainer.fit(module)
         assert module.sizes == [4, 4, 4, 4]  # 2 overfit batches per epoch, each the kept half of 8
+
+
+@pytest.mark.parametrize(("keep", "run", "sizes"), [("auto", 16, {8}), ("long", 10_000, {2, 8})])
+def test_keep_auto_is_told_the_runs_length_and_skips_a_trial_too_dear_for_it(keep, run, sizes):
+    """2 epochs of 8 batches (64 samples, batch 8): Lightning plans 16 loader batches. keep="auto" sized to the
+    epoch (warmup 8, windows of 2 + 2) would trial from batch 8 with 16 batches of selection windows, more than
+    trial_share=0.125 of the 8 left: told the run, it decides whole batches without a trial. With the user's own
+    (long) length the trial runs and its selection windows train on ceil(0.25 * 8) = 2 samples."""
+    import warnings
+
+    from sbdata import Auto
+    from sbdata.integrations.lightning import sb_train_dataloader
+
+    loaders = []
+
+    def make(module):
+        given = Auto(run=run) if keep == "long" else keep
+        loaders.append(sb_train_dataloader(module.trainer, data(), F.cross_entropy, keep=given))
+        return loaders[-1]
+
+    module = Counting(make)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        quiet_trainer(max_epochs=2).fit(module)
+    told = [str(w.message) for w in record if "sbdata keep='auto'" in str(w.message)]
+    assert any("no trial" in message and "run of 16" in message for message in told) == (keep == "auto")
+    assert loaders[0].engine.keep.auto.run == run
+    assert set(module.sizes) == sizes
+    assert ("no trial" in loaders[0].stats.auto_reason) == (keep == "auto")

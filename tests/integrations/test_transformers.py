@@ -265,3 +265,26 @@ def test_a_trainer_subclass_returning_an_sbloader_refuses_to_resume_naming_sbtra
     ):
         make().train(resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
     assert steps == []
+
+
+def test_keep_auto_is_told_the_runs_length_and_skips_a_trial_too_dear_for_it(tmp_path):
+    """2 epochs of 6 micro-batches (48 sequences, batch 8): the Trainer plans 12 loader batches. keep="auto" sized
+    to the epoch (warmup 6, windows of 2 + 2) would trial from batch 6 with 16 batches of selection windows, more
+    than trial_share=0.125 of the 6 left: told the run, it decides whole batches without a trial."""
+    trainer = make_trainer(tmp_path, sb_options={"keep": "auto"})
+    with pytest.warns(UserWarning, match="no trial.*6 batches left in this run of 12"):
+        trainer.train()
+    assert trainer.sb.engine.keep.auto.run == 12
+    assert "no trial" in trainer.sb.stats.auto_reason
+    assert [len(step) for step in trainer.seen] == [BATCH] * 12
+
+
+def test_a_run_length_the_user_gave_keep_auto_stands(tmp_path):
+    """The same run with Auto(run=...) given: the user's length stands (here a long one, so the trial runs and
+    its selection windows train on ceil(0.25 * 8) = 2 sequences)."""
+    from sbdata import Auto
+
+    trainer = make_trainer(tmp_path, sb_options={"keep": Auto(run=10_000)})
+    trainer.train()
+    assert trainer.sb.engine.keep.auto.run == 10_000
+    assert 2 in [len(step) for step in trainer.seen]
