@@ -107,18 +107,20 @@ class BudgetArm(OwnRecipe):
         return loader, probe
 
 
-def endless_steps(arm: BudgetArm, data: Mix, family: str, *, pretrained: bool, seed: int = 0, prefill: bool = False):
+def endless_steps(arm: BudgetArm, data: Mix, family: str, *, pretrained: bool, seed: int = 0, prefill: bool = False,
+                  model: nn.Module | None = None):  # fmt: skip
     """Endless training steps of ``arm`` (the step timing's blocks): the run's own batches and step
     (``harness.train.probed_step``), epoch after epoch, at a small fixed LR, from the seed's pretrained model or a
-    fresh one. With ``prefill``, one epoch runs before the first step is yielded (a warm cache then knows every
-    sample)."""
-    model = _model(data, family, pretrained, seed)
+    fresh one (or ``model``, shared with a scoring pass timed back to back). With ``prefill``, one epoch runs before
+    the first step is yielded (a warm cache then knows every sample)."""
+    model = seed_model(data, family, pretrained, seed) if model is None else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=arm.lr / 25)
     batches, probe = arm.build(model, data, family=family, batch=arm.batch, epochs=10**6, seed=seed)
     return steps(model, optimizer, probe, batches, prefill=prefill)
 
 
-def _model(data: Mix, family: str, pretrained: bool, seed: int) -> nn.Module:
+def seed_model(data: Mix, family: str, pretrained: bool, seed: int) -> nn.Module:
+    """The suite's model as seed ``seed``'s runs start it: fresh from that seed, or its pretrained state."""
     torch.manual_seed(seed)
     model = MODELS[family]()
     if pretrained:
@@ -126,11 +128,13 @@ def _model(data: Mix, family: str, pretrained: bool, seed: int) -> nn.Module:
     return model
 
 
-def endless_scoring(data: Mix, family: str, batch: int, *, pretrained: bool, autocast: bool = False, seed: int = 0):
+def endless_scoring(data: Mix, family: str, batch: int, *, pretrained: bool, autocast: bool = False, seed: int = 0,
+                    model: nn.Module | None = None):  # fmt: skip
     """Endless scoring passes and nothing else (a part of the price table, timed alone): the model in eval mode, a
     no-grad forward and the per-sample loss of each loader batch of ``batch`` samples, under bfloat16 autocast with
-    ``autocast``; the model's mode restored."""
-    model = _model(data, family, pretrained, seed)
+    ``autocast``; the model's mode restored. ``model``: the model to score (shared with a training step timed back to
+    back); None builds the seed's own."""
+    model = seed_model(data, family, pretrained, seed) if model is None else model
 
     def score(b: tuple[torch.Tensor, ...]) -> None:
         model.eval()

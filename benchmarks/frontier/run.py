@@ -2,7 +2,8 @@
 scratch (issue 30).
 
 Stages: ``pretrain``, ``run`` (``--worker I/N``), ``timing`` (the interleaved step timing every run is priced at),
-``report``, ``all``; ``trial`` and ``trial-report`` on ``continued-lm``. The suites: ``suites.py``, ``data.py``,
+``report``, ``all``; ``back-to-back`` (a check of the price table's back-to-back column: two models or one);
+``trial`` and ``trial-report`` on ``continued-lm``. The suites: ``suites.py``, ``data.py``,
 ``lm.py``; commands and records: ``benchmarks/frontier/README.md``.
 """
 
@@ -27,7 +28,7 @@ from benchmarks.harness.runs import Job, cli, run_loop
 from benchmarks.harness.timing import cpu_clock, interleaved, rotated, setup, sized_block
 from benchmarks.harness.train import train_run
 
-from .arms import BudgetArm, endless_own_work, endless_scoring, endless_steps
+from .arms import BudgetArm, endless_own_work, endless_scoring, endless_steps, seed_model
 from .data import SMOKE_SIZES, Mix, Sizes, domains, mix, pretrain, scratch
 from .lm import (
     SMOKE_LM_SIZES,
@@ -173,25 +174,67 @@ def part_steppers(data: Any, suite: Suite, kinds: dict[str, tuple[BudgetArm, boo
             if arm.autocast and f"score b={arm.batch}" not in out:  # the live check's full-precision pass
                 out[f"score b={arm.batch}"] = endless_scoring(data, suite.family, arm.batch, pretrained=suite.continued)
             pair = back_to_back_name(label, arm.batch, kept)
-            if pair not in out:  # the same two parts run one after the other, no sbdata: what interleaving costs
+            if pair not in out:  # the same two parts one after the other on one model, no sbdata: what running
+                model = seed_model(data, suite.family, suite.continued, 0)  # them in a row costs
                 out[pair] = endless_back_to_back(
-                    endless_scoring(data, suite.family, arm.batch, pretrained=suite.continued, autocast=arm.autocast),
-                    endless_steps(
-                        BudgetArm("t", batch=kept, lr=arm.lr), data, suite.family, pretrained=suite.continued
-                    ),
-                )
+                    endless_scoring(data, suite.family, arm.batch, pretrained=suite.continued, autocast=arm.autocast,
+                                    model=model),
+                    endless_steps(BudgetArm("t", batch=kept, lr=arm.lr), data, suite.family,
+                                  pretrained=suite.continued, model=model),
+                )  # fmt: skip
     return out
 
 
 def endless_back_to_back(score: Iterator[Any], train: Iterator[Any]) -> Iterator[None]:
     """A scoring pass, then a training step, endlessly (each iterator primed by its first ``next``, as the timing
-    primes every stepper): the price table's parts run back to back without sbdata between them."""
+    primes every stepper): the price table's parts run back to back without sbdata between them, on one model as
+    an SB step runs them."""
     next(score)
     next(train)
     while True:
         next(score)
         next(train)
         yield None
+
+
+def back_to_back_check(data: Any, suite: Suite, out: Path, smoke: bool, allocator: dict[str, Any]) -> dict[str, Any]:
+    """For each (scoring batch, kept batch) pair of the suite's fresh full-precision selection kinds: the two parts
+    alone, and back to back on two models (the recorded timings' column before 2026-12-05 09:00) and on one (an SB
+    step's shape, the column since), interleaved as ``timing`` interleaves; writes ``<out>/back-to-back.json``."""
+    rounds, seconds_per_block = (2, 0.0) if smoke else (12, 0.25)
+    fresh = [arm for arm, _ in step_kinds(suite, smoke).values() if arm.policy and not arm.warm and not arm.autocast]
+    pairs = sorted({(arm.batch, math.ceil(float(arm.keep) * arm.batch), arm.lr) for arm in fresh})
+    steppers: dict[str, Iterator[Any]] = {}
+    family, pretrained = suite.family, suite.continued
+    for b, k, lr in pairs:
+        train = BudgetArm("t", batch=k, lr=lr)
+        steppers.setdefault(f"score b={b}", endless_scoring(data, family, b, pretrained=pretrained))
+        steppers.setdefault(f"plain b={k}", endless_steps(train, data, family, pretrained=pretrained))
+        steppers[f"two models {b}/{k}"] = endless_back_to_back(
+            endless_scoring(data, family, b, pretrained=pretrained),
+            endless_steps(train, data, family, pretrained=pretrained),
+        )
+        model = seed_model(data, family, pretrained, 0)
+        steppers[f"one model {b}/{k}"] = endless_back_to_back(
+            endless_scoring(data, family, b, pretrained=pretrained, model=model),
+            endless_steps(train, data, family, pretrained=pretrained, model=model),
+        )
+    for stepper in steppers.values():
+        next(stepper)
+    block = dict.fromkeys(steppers, 2 if smoke else 10)
+    blocks = {name: sized_block(steppers[name], block, name, seconds_per_block, cpu_clock) for name in steppers}
+    ms = {name: 1000 * statistics.median(v) for name, v in interleaved(blocks, rounds, warmup=1).items()}
+    rows = []
+    for b, k, _ in pairs:
+        parts, two, one = ms[f"score b={b}"] + ms[f"plain b={k}"], ms[f"two models {b}/{k}"], ms[f"one model {b}/{k}"]
+        rows.append({"score_batch": b, "kept_batch": k, "parts_ms": parts, "two_models_ms": two, "one_model_ms": one,
+                     "two_models_over_parts": two / parts - 1, "one_model_over_parts": one / parts - 1})  # fmt: skip
+        print(f"{suite.name} score b={b}, train b={k}: parts apart {parts:.3f} ms; back to back on two models "
+              f"{two:.3f} ({two / parts - 1:+.1%}), on one {one:.3f} ({one / parts - 1:+.1%})", flush=True)  # fmt: skip
+    result = {"machine": machine(), "allocator": allocator, "rounds": rounds, "clock": "thread CPU seconds",
+              "load": os.getloadavg(), "ms_per_batch": ms, "pairs": rows}  # fmt: skip
+    (out / "back-to-back.json").write_text(json.dumps(result, indent=2))
+    return result
 
 
 def timing(data: Any, suite: Suite, out: Path, smoke: bool, allocator: dict[str, Any]) -> dict[str, Any]:
@@ -228,7 +271,9 @@ def timing(data: Any, suite: Suite, out: Path, smoke: bool, allocator: dict[str,
 def main(argv: list[str] | None = None) -> int:
     """Run a stage of the frontier benchmark (see the module docstring); returns the exit status."""
     parser = cli("frontier", __doc__, smoke="2,000 samples, one seed, tiny grids", workers=True)
-    parser.add_argument("stage", choices=["pretrain", "run", "timing", "report", "all", "trial", "trial-report"])
+    parser.add_argument(
+        "stage", choices=["pretrain", "run", "timing", "report", "all", "trial", "trial-report", "back-to-back"]
+    )
     parser.add_argument("suite", choices=sorted(SUITES))
     parser.add_argument("--out", type=Path, help="results folder (default results/frontier/SUITE)")
     parser.add_argument("--seeds", help="comma-separated seeds (default 0,1,2)")
@@ -286,6 +331,12 @@ def main(argv: list[str] | None = None) -> int:
                                                          indent=2))  # fmt: skip
         elif stage == "timing":
             timing(data, suite, out, args.smoke, info["allocator"])
+        elif stage == "back-to-back":
+            if suite.domain == "lm":
+                parser.error(
+                    "the back-to-back check is for the MNIST-1D suites (the ByteLM's table has no such column)"
+                )
+            back_to_back_check(data, suite, out, args.smoke, info["allocator"])
         elif stage == "trial":
             from .trial import TRIAL, run_trial
 

@@ -238,6 +238,21 @@ def test_scratch_smoke(tmp_path):
     assert "From scratch" in table and "selection at" in table
 
 
+def test_back_to_back_check_smoke(tmp_path):
+    """The back-to-back check times, for each fresh selection kind's (scoring batch, kept batch) pair, the parts
+    apart and back to back on two models and on one; the smoke's pairs are top-k 0.25 and 0.5 at batch 256."""
+    cmd = [sys.executable, "-m", "benchmarks", "frontier", "back-to-back", "scratch-mlp", "--smoke", "--out",
+           str(tmp_path)]  # fmt: skip
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True, timeout=300)
+    result = json.loads((tmp_path / "back-to-back.json").read_text())
+    assert [(p["score_batch"], p["kept_batch"]) for p in result["pairs"]] == [(256, 64), (256, 128)]
+    for pair in result["pairs"]:
+        b, k = pair["score_batch"], pair["kept_batch"]
+        ms = result["ms_per_batch"]
+        assert pair["parts_ms"] == pytest.approx(ms[f"score b={b}"] + ms[f"plain b={k}"])
+        assert {f"two models {b}/{k}", f"one model {b}/{k}"} <= set(ms)
+
+
 def test_noisy_scratch_flips_the_harness_pattern_of_training_labels_only():
     """The noisy suite's data: the harness's one flip pattern (the same as every other benchmark's noisy data), on the
     training labels alone; the inputs and the test set are those of the clean suite."""
