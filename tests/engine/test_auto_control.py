@@ -698,9 +698,11 @@ def test_transformers_trainer_passes_keep_auto_through(tmp_path):
     pytest.importorskip("transformers")
     from tests.integrations.test_transformers import BATCH, make_trainer
 
-    auto = Auto(keeps=(0.5,), window=1, settle=1, cycles=1, warmup=1, every=2, costs=FE)
+    # the Trainer tells auto its 12 loader batches; trial_share=1 lets a trial take what the run has left
+    auto = Auto(keeps=(0.5,), window=1, settle=1, cycles=1, warmup=1, every=2, costs=FE, trial_share=1.0)
     trainer = make_trainer(tmp_path, sb_options={"keep": auto})
     trainer.train()
+    assert trainer.sb.engine.keep.auto.run == 12
     stats = trainer.sb.stats
     assert stats.auto_trials >= 1 and stats.steps == len(trainer.seen)  # a trial ran, every batch trained
     assert {len(step) for step in trainer.seen} <= {BATCH, keep_count(0.5, BATCH)}
