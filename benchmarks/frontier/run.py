@@ -174,21 +174,25 @@ def part_steppers(data: Any, suite: Suite, kinds: dict[str, tuple[BudgetArm, boo
             if arm.autocast and f"score b={arm.batch}" not in out:  # the live check's full-precision pass
                 out[f"score b={arm.batch}"] = endless_scoring(data, suite.family, arm.batch, pretrained=suite.continued)
             pair = back_to_back_name(label, arm.batch, kept)
-            if pair not in out:  # the same two parts one after the other on one model, no sbdata: what running
-                model = seed_model(data, suite.family, suite.continued, 0)  # them in a row costs
-                out[pair] = endless_back_to_back(
-                    endless_scoring(data, suite.family, arm.batch, pretrained=suite.continued, autocast=arm.autocast,
-                                    model=model),
-                    endless_steps(BudgetArm("t", batch=kept, lr=arm.lr), data, suite.family,
-                                  pretrained=suite.continued, model=model),
-                )  # fmt: skip
+            if pair not in out:  # the same two parts one after the other, no sbdata: what running them in a row costs
+                out[pair] = endless_back_to_back(data, suite, arm.batch, kept, arm.lr, autocast=arm.autocast)
     return out
 
 
-def endless_back_to_back(score: Iterator[Any], train: Iterator[Any]) -> Iterator[None]:
-    """A scoring pass, then a training step, endlessly (each iterator primed by its first ``next``, as the timing
-    primes every stepper): the price table's parts run back to back without sbdata between them, on one model as
-    an SB step runs them."""
+def endless_back_to_back(data: Any, suite: Suite, batch: int, kept: int, lr: float, *, autocast: bool = False,
+                         one_model: bool = True) -> Iterator[None]:  # fmt: skip
+    """A scoring pass at ``batch``, then a plain training step at ``kept``, endlessly (each primed by its first
+    ``next``, as the timing primes every stepper): the price table's parts run back to back without sbdata between
+    them, on one model as an SB step runs them (``one_model=False``: the scoring pass on a second model of the same
+    seed, the back-to-back check's comparison). Both are built here, as every other stepper is built when named."""
+    family, pretrained = suite.family, suite.continued
+    model = seed_model(data, family, pretrained, 0) if one_model else None
+    score = endless_scoring(data, family, batch, pretrained=pretrained, autocast=autocast, model=model)
+    train = endless_steps(BudgetArm("t", batch=kept, lr=lr), data, family, pretrained=pretrained, model=model)
+    return _in_turn(score, train)
+
+
+def _in_turn(score: Iterator[Any], train: Iterator[Any]) -> Iterator[None]:
     next(score)
     next(train)
     while True:
@@ -199,26 +203,19 @@ def endless_back_to_back(score: Iterator[Any], train: Iterator[Any]) -> Iterator
 
 def back_to_back_check(data: Any, suite: Suite, out: Path, smoke: bool, allocator: dict[str, Any]) -> dict[str, Any]:
     """For each (scoring batch, kept batch) pair of the suite's fresh full-precision selection kinds: the two parts
-    alone, and back to back on two models (the recorded timings' column before 2026-12-05 09:00) and on one (an SB
-    step's shape, the column since), interleaved as ``timing`` interleaves; writes ``<out>/back-to-back.json``."""
+    alone, and back to back on two models (the recorded timings' column, before 56e0f9c) and on one (an SB step's
+    shape, the column since), interleaved as ``timing`` interleaves; writes ``<out>/back-to-back.json``."""
     rounds, seconds_per_block = (2, 0.0) if smoke else (12, 0.25)
     fresh = [arm for arm, _ in step_kinds(suite, smoke).values() if arm.policy and not arm.warm and not arm.autocast]
     pairs = sorted({(arm.batch, math.ceil(float(arm.keep) * arm.batch), arm.lr) for arm in fresh})
     steppers: dict[str, Iterator[Any]] = {}
     family, pretrained = suite.family, suite.continued
     for b, k, lr in pairs:
-        train = BudgetArm("t", batch=k, lr=lr)
         steppers.setdefault(f"score b={b}", endless_scoring(data, family, b, pretrained=pretrained))
-        steppers.setdefault(f"plain b={k}", endless_steps(train, data, family, pretrained=pretrained))
-        steppers[f"two models {b}/{k}"] = endless_back_to_back(
-            endless_scoring(data, family, b, pretrained=pretrained),
-            endless_steps(train, data, family, pretrained=pretrained),
-        )
-        model = seed_model(data, family, pretrained, 0)
-        steppers[f"one model {b}/{k}"] = endless_back_to_back(
-            endless_scoring(data, family, b, pretrained=pretrained, model=model),
-            endless_steps(train, data, family, pretrained=pretrained, model=model),
-        )
+        steppers.setdefault(f"plain b={k}", endless_steps(BudgetArm("t", batch=k, lr=lr), data, family,
+                                                          pretrained=pretrained))  # fmt: skip
+        steppers[f"two models {b}/{k}"] = endless_back_to_back(data, suite, b, k, lr, one_model=False)
+        steppers[f"one model {b}/{k}"] = endless_back_to_back(data, suite, b, k, lr)
     for stepper in steppers.values():
         next(stepper)
     block = dict.fromkeys(steppers, 2 if smoke else 10)

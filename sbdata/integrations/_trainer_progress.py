@@ -91,8 +91,5 @@ def keep_told_the_run(options: Mapping[str, Any], run: int | None) -> Any:
     keep = options.get("keep")
     if run is None or run < 1 or getattr(options.get("schedule"), "total_steps", None) is not None:
         return keep
-    if isinstance(keep, str) and keep == "auto":
-        keep = Auto()
-    if isinstance(keep, Auto) and keep.run is None:
-        return replace(keep, run=run)
-    return options.get("keep")
+    auto = Auto() if isinstance(keep, str) and keep == "auto" else keep  # "auto" is Auto(), as Keep.from_input reads it
+    return replace(auto, run=run) if isinstance(auto, Auto) and auto.run is None else keep

@@ -33,7 +33,7 @@ except ImportError as error:  # pragma: no cover - exercised only without lightn
 
 import torch.distributed as dist
 
-from sbdata._util import Unpack
+from sbdata._util import Unpack, epoch_length
 from sbdata.distributed import rank_and_world
 from sbdata.engine import EngineOptions
 from sbdata.integrations._trainer_progress import bind_progress, keep_told_the_run, planned_batches, trainer_schedule
@@ -93,9 +93,8 @@ def _refuse_read_ahead(sb: SBLoader, module: pl.LightningModule) -> None:
 
 def _planned_batches(trainer: pl.Trainer, loader: Any) -> int | None:
     """The loader batches ``trainer`` will draw from ``loader`` in the whole fit (None: not known, e.g. no len())."""
-    try:
-        per_epoch = len(loader)
-    except TypeError:
+    per_epoch = epoch_length(loader)
+    if per_epoch is None:
         return None
     limit = trainer.limit_train_batches
     if isinstance(limit, int):  # Lightning: an int caps the batches per epoch, a float takes that share of them

@@ -31,6 +31,7 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without transformers installed
     raise ImportError("sbdata.integrations.transformers needs transformers: pip install transformers") from error
 
+from sbdata._util import epoch_length
 from sbdata.integrations._model_tasks import task_hooks
 from sbdata.integrations._rank_state import load_rank_state, save_rank_state
 from sbdata.integrations._trainer_progress import bind_progress, keep_told_the_run, planned_batches, trainer_schedule
@@ -148,11 +149,8 @@ class SBTrainer(Trainer):
     def _planned_batches(self, loader: Any) -> int | None:
         """The loader batches this process will draw from ``loader`` in the whole run, as the Trainer plans its
         steps (None: not known, e.g. no len())."""
-        try:
-            per_epoch = len(loader)
-        except TypeError:
-            return None
-        if per_epoch < 1:
+        per_epoch = epoch_length(loader)
+        if per_epoch is None:
             return None
         args = self.args
         epochs = None if args.max_steps > 0 else args.num_train_epochs  # the Trainer: max_steps wins when > 0
