@@ -226,10 +226,12 @@ class LossCache:
         else:
             self._table.observe_host(self._table.host_ids(ids), losses, now, restamps)
 
-    def settle(self) -> None:
-        """Apply every observation still on its way to the host (one synchronisation; the engine calls this at the
-        end of each epoch)."""
-        self._table.land(wait=True)
+    def settle(self, wait: bool = True) -> None:
+        """Apply the observations still on their way to the host: start the copy of those not yet sent, then apply
+        every one (``wait``: one synchronisation) or those that have landed (never waits; the engine's call at the
+        end of each epoch, the rest landing at a later lookup)."""
+        self._table.in_flight.ship()
+        self._table.land(wait=wait)
 
     # ----------------------------------------------------------------- state
     @property
