@@ -497,3 +497,30 @@ def test_quality_is_accuracy_for_class_logits_and_minus_the_loss_otherwise():
     net = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Dropout(0.5)).train()
     scorer.quality(net, torch.randn(4, 3), targets, 4, torch.device("cpu"))
     assert net.training
+
+
+@pytest.mark.slow
+def test_a_compiled_batchnorm_model_scores_with_batch_statistics_in_one_graph_and_updates_nothing():
+    """The default pass on a compiled BatchNorm model: every frame compiled, one graph for scoring and one for
+    training, and the running statistics count the training steps alone."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))
+    compiled = torch.compile(model, backend="eager", dynamic=False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    generator = torch.Generator().manual_seed(0)
+    data = [
+        (torch.randn(32, 8, generator=generator), torch.randint(0, 3, (32,), generator=generator)) for _ in range(5)
+    ]
+    sb = SBLoader(data, compiled, F.cross_entropy, keep=0.25)
+    for _ in range(3):
+        for x, y in sb:
+            optimizer.zero_grad()
+            F.cross_entropy(compiled(x), y).backward()
+            optimizer.step()
+    assert model[1].num_batches_tracked.item() == 15  # training steps only: scoring updated nothing
+    assert counters["frames"]["total"] == counters["frames"]["ok"] and counters["stats"]["unique_graphs"] <= 2
