@@ -2,7 +2,7 @@
 ``calibration_calls``, ``costs_from``, ``sb_step_seconds``; the model is described in ``sbdata/auto/_calibrated.py``)
 timed by this file's own interleaved loop.
 
-    python examples/costmodel.py             # the wide ConvNet of the quickstart, batch 256, keep 0.25 (seconds)
+    python examples/costmodel.py             # the wide ConvNet of the quickstart, batch 256, keep 0.25 (about 3 s)
     python examples/costmodel.py --keep 0.5 --batch-size 128
 
 It times a training step at the loader batch and at the kept batch, a scoring forward and one SB step of an SBLoader

@@ -9,7 +9,7 @@ what a saved state depends on (``fingerprint``).
 Needs the ``examples`` extra (MNIST-1D: ``pip install -e ".[examples]"`` from the clone's root). Run from the clone's
 root::
 
-    python examples/custom_policy.py --epochs 2
+    python examples/custom_policy.py --epochs 2     # about 30 s on a 2-core CPU
 """
 
 from __future__ import annotations

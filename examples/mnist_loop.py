@@ -1,6 +1,6 @@
 """The classic PyTorch MNIST example's loop, on MNIST-1D, taking Selective Backprop with one line.
 
-    python examples/mnist_loop.py                                  # 14 epochs, about a minute on a CPU
+    python examples/mnist_loop.py                                  # 14 epochs, about 30 s on a 2-core CPU
     python examples/mnist_loop.py --samples 2000 --epochs 1        # seconds (what the tests run)
 
 Everything but two lines is written the way the public example (pytorch/examples, ``mnist/main.py``) writes it:

@@ -1,6 +1,6 @@
 """Quickstart: selection where the project measured it paying, beside the plain runs that could beat it.
 
-    python examples/quickstart.py            # about 3 minutes on 2 CPU cores (measured: docs/quickstart_runs.md)
+    python examples/quickstart.py            # about 2.5 minutes on a 2-core CPU (docs/quickstart_runs.md)
     python examples/quickstart.py --small    # a few seconds: the structure, not the verdict (what the tests run)
     python examples/quickstart.py --quiet    # the table and the verdict alone
 
