@@ -219,7 +219,8 @@ class Scorer:
             (BatchNorm, SyncBatchNorm, InstanceNorm tracking them) use the batch's own statistics and update nothing.
             ``"eval"``: the model's eval mode (running statistics, dropout off). ``"train"``: train mode (batch
             statistics, dropout drawn from a seeded stream of its own), every buffer restored afterwards. For a model
-            without running statistics ``"batch"`` and ``"eval"`` are the same pass. Default ``"batch"``.
+            without running statistics ``"batch"`` and ``"eval"`` are the same pass, and so they are for a batch of
+            one sample (which has no statistics of its own). Default ``"batch"``.
         scale_factor: in (0, 1]; below 1 the inputs (3, 4 or 5 dims) are downsampled for scoring only. Default 1.
         autocast_dtype: run the pass under ``torch.autocast`` with this dtype; None disables. Default None.
         score: ``"loss"`` (the per-sample loss) or ``"gradnorm"`` (the norm of each sample's loss gradient with
@@ -373,7 +374,8 @@ class Scorer:
             if self.autocast_dtype is not None
             else contextlib.nullcontext()
         )
-        with torch.no_grad(), scoring_mode(model, self.score_mode, device, seed), autocast:
+        mode = "eval" if self.score_mode == "batch" and batch_size < 2 else self.score_mode  # one sample: no statistics
+        with torch.no_grad(), scoring_mode(model, mode, device, seed), autocast:
             outputs = self.forward(model, inputs) if self.forward is not None else model(inputs)
             return measure(outputs, targets, batch_size)
 
@@ -409,7 +411,7 @@ class Scorer:
     ) -> Any:  # fmt: skip
         """The default pass (``"batch"`` or ``"eval"``, no autocast): :func:`scoring_mode`'s branch written out,
         without its context managers, since it runs once per SB step."""
-        modules, flags, plain, normed = _walk(model, self.score_mode == "batch")
+        modules, flags, plain, normed = _walk(model, self.score_mode == "batch" and batch_size > 1)
         unbound: list[tuple[nn.Module, dict[str, torch.Tensor | None]]] = []
         with torch.no_grad():
             try:

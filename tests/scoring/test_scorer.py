@@ -524,3 +524,15 @@ def test_a_compiled_batchnorm_model_scores_with_batch_statistics_in_one_graph_an
             optimizer.step()
     assert model[1].num_batches_tracked.item() == 15  # training steps only: scoring updated nothing
     assert counters["frames"]["total"] == counters["frames"]["ok"] and counters["stats"]["unique_graphs"] <= 2
+
+
+def test_a_batch_of_one_is_scored_with_the_running_statistics_by_default():
+    """One sample has no statistics of its own (BatchNorm refuses to normalise it by them): the default pass scores it
+    as eval mode does, with or without autocast, rather than raising."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 3)).train()
+    x, y = torch.randn(1, 4), torch.tensor([1])
+    for autocast in (None, torch.bfloat16):
+        one = Scorer(F.cross_entropy, autocast_dtype=autocast)(model, x, y, 1, CPU)
+        evaluated = Scorer(F.cross_entropy, score_mode="eval", autocast_dtype=autocast)(model, x, y, 1, CPU)
+        assert torch.equal(one, evaluated)
