@@ -69,12 +69,13 @@ class LossCache:
     Either way the host knows which samples are stale from the ids alone (read before the batch moves to the
     device), so a lookup never waits for the device: it gathers the cached losses and says which positions to
     score, a bucket of the stalest (:func:`bucket_size`). ``observe`` never waits either: ids that are on the device
-    (the yielded batch's id tensor, or a :class:`~sbdata.KeptColumn` of keys) reach the host in groups of 64
-    observations, and all of them at the end of each epoch, in ``state_dict`` and when the cache is asked what it
-    holds (one synchronisation per epoch; ``_inflight.py``). Dense losses are written on the device at once; keyed
-    ones, and the times, once their ids have landed. An observed sample looked up again before that (in the same
-    epoch, e.g. with ``unit="step"``) is scored rather than reused; a late observation never replaces a loss scored
-    after it.
+    (the yielded batch's id tensor, or a :class:`~sbdata.KeptColumn` of keys) reach the host in non-blocking copies
+    of 64 observations, and the rest at the end of each epoch, each applied once it has landed (``_inflight.py``);
+    only ``state_dict`` and asking the cache what it holds wait for them. Dense losses are written on the device at
+    once; keyed ones, and the times, once their ids have landed. An observed sample looked up again before that is
+    scored rather than reused; a late observation never replaces a loss scored after it. Ids that arrive on the
+    device in the loader's batch are read on the host at each lookup (one synchronisation per SB step, which the
+    host-side plan needs): keep them on the host, where a ``DataLoader`` yields them.
 
     A cached loss is fresh while ``now - measured <= staleness``, counted in epochs or in loader batches (``unit``).
     Losses enter the cache when a sample is scored, and through ``observe`` (the losses the training step computed
