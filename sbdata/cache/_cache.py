@@ -90,11 +90,8 @@ class LossCache:
       the observation would be thrown away by a rescoring).
 
     Choose ``"scored"`` where a scoring call has a large fixed cost next to its per-sample cost (small models on a
-    CPU); ``"observed"`` where the per-sample cost dominates (larger models, GPUs). Measured on the benchmark ConvNet
-    (MNIST-1D 20k, CPU, top-k keep 0.25, staleness 2; ``benchmarks/README.md``): against the same cache without
-    ``observe``, ``"observed"`` scored 14% fewer samples in 2.4x the calls (744, in 4 sizes) and took 1.051x the
-    seconds; ``"scored"`` scored in the same 315 calls and took 1.014x (the ``observe`` call's own cost). Either way
-    no value older than ``staleness`` is used: in ``"scored"`` mode an observed value is younger than its recorded
+    CPU); ``"observed"`` where the per-sample cost dominates (larger models, GPUs); what each costs on the benchmark
+    ConvNet is in ``docs/guide/reuse_losses.md``. Either way no value older than ``staleness`` is used: in ``"scored"`` mode an observed value is younger than its recorded
     time. A :class:`~sbdata.PruningSampler` merging the ranks' caches picks each sample's entry by its recorded
     time: in ``"scored"`` mode a rank's observed loss may give way to another rank's older one, scored more recently.
 

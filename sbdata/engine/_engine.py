@@ -345,10 +345,10 @@ class SelectionEngine:
 
         ``losses`` is ``(B,)`` (e.g. ``F.cross_entropy(model(x), y, reduction="none")``); it is detached and kept on
         the device, so nothing synchronises. With a cache they are recorded into it: samples so observed need no
-        rescoring while fresh. On the first 3 observed batches of a model with BatchNorm-like running statistics
-        scored in eval mode, the batch is also scored and compared with them (one scoring pass each, read once it
-        lands), and sbdata warns once, naming ``score_mode="train"``, when the scoring losses average more than 3x
-        the training losses.
+        rescoring while fresh. With ``score_mode="eval"``, on the first 3 observed batches of a model with
+        BatchNorm-like running statistics, the batch is also scored and compared with them (one scoring pass each,
+        read once it lands), and sbdata warns once, naming the default ``score_mode="batch"``, when the scoring
+        losses average more than 3 times the training losses.
         """
         self.sb_step.observe(batch, losses, self._intake.cache_time())
 
