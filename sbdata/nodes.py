@@ -78,12 +78,12 @@ class SBSelector(BaseNode, EngineFront):
     iterator, restarted at a new epoch (the old pass ends; nothing is shared). Two ``Loader`` objects over one
     node would interleave one stream: build one node per ``Loader``.
 
-    Placement: the scoring pass must see the live model between optimizer steps. The node raises if it is
-    iterated in a DataLoader worker process, or from a thread other than the one that built it (taken to be the
-    thread that trains), which is what a ``Prefetcher``, ``PinMemory`` or thread-based ``ParallelMapper``
-    placed after it would do: the scoring forward would then race ``optimizer.step()``'s in-place updates and the
-    training forward's normalisation buffers (which it unbinds for its pass, or restores with ``"train"``). Pass ``allow_other_threads=True``
-    only if you serialise the two yourself, e.g. a pipeline built in one thread and trained in another.
+    Placement: the scoring pass must see the live model between optimizer steps. The node raises if it is iterated in a
+    DataLoader worker process, or from a thread other than the one that built it (taken to be the thread that trains),
+    which is what a ``Prefetcher``, ``PinMemory`` or thread-based ``ParallelMapper`` placed after it would do: the
+    scoring forward would then race ``optimizer.step()``'s in-place updates and the training forward's normalisation
+    buffers (which it unbinds for its pass, or restores with ``"train"``). Pass ``allow_other_threads=True`` only if you
+    serialise the two yourself, e.g. a pipeline built in one thread and trained in another.
 
     Args:
         source: a ``BaseNode`` of batches (e.g. ``Batcher`` followed by a collate ``Mapper``).

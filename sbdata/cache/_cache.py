@@ -89,11 +89,12 @@ class LossCache:
       scored. A sample never measured is stamped by its first observation (the loss is that recent, and otherwise
       the observation would be thrown away by a rescoring).
 
-    Choose ``"scored"`` where a scoring call has a large fixed cost next to its per-sample cost (small models on a
-    CPU); ``"observed"`` where the per-sample cost dominates (larger models, GPUs); what each costs on the benchmark
-    ConvNet is in ``docs/guide/reuse_losses.md``. Either way no value older than ``staleness`` is used: in ``"scored"`` mode an observed value is younger than its recorded
-    time. A :class:`~sbdata.PruningSampler` merging the ranks' caches picks each sample's entry by its recorded
-    time: in ``"scored"`` mode a rank's observed loss may give way to another rank's older one, scored more recently.
+    Choose ``"scored"`` where a scoring call has a large fixed cost next to its per-sample cost (small models on a CPU);
+    ``"observed"`` where the per-sample cost dominates (larger models, GPUs); what each costs on the benchmark ConvNet
+    is in ``docs/guide/reuse_losses.md``. Either way no value older than ``staleness`` is used: in ``"scored"`` mode an
+    observed value is younger than its recorded time. A :class:`~sbdata.PruningSampler` merging the ranks' caches picks
+    each sample's entry by its recorded time: in ``"scored"`` mode a rank's observed loss may give way to another rank's
+    older one, scored more recently.
 
     **A warm cache** (:meth:`warm_start`) carries the entries of an earlier run's cache (its ``state_dict``, e.g. from
     that run's checkpoint) into a new run by stable sample ids, so that retraining on data the model mostly knows
