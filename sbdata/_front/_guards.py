@@ -119,7 +119,8 @@ class ReadAheadGuard:
                 "len(), e.g. SBLoader(batch_size=...); list(loader) before training), so selection ranks with "
                 "parameters one or more steps old and a checkpoint misses the batches read ahead. Fix: take one "
                 "batch per training step (under Lightning use sbdata.integrations.lightning, or drop batch_size=; "
-                "in your own loop, iterate the loader directly)",
+                "under Ray Train wrap what prepare_data_loader returns, not the other way round; in your own loop, "
+                "iterate the loader directly)",
                 RuntimeWarning,
             )
 
