@@ -4,10 +4,10 @@ A small MLP learns a synthetic 4-class problem. Halfway through the second epoch
 ``accelerator.save_state`` (which now also writes ``sbdata_rank{r}.pt`` for each rank), trains on, then rebuilds
 everything, loads the state and checks that the resumed run trains on exactly the same samples.
 
-Run from the repository root (or with sbdata installed)::
+Needs the ``accelerate`` extra (``pip install -e ".[accelerate]"`` from the clone's root). Run from the clone's root::
 
-    PYTHONPATH=. python examples/accelerate_loop.py
-    PYTHONPATH=. torchrun --nproc_per_node=2 examples/accelerate_loop.py     # two processes, each its own shard
+    python examples/accelerate_loop.py
+    torchrun --nproc_per_node=2 examples/accelerate_loop.py     # two processes, each its own shard
 """
 
 from __future__ import annotations
@@ -18,11 +18,17 @@ import tempfile
 
 import torch
 import torch.nn.functional as F
-from accelerate import Accelerator, DataLoaderConfiguration
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from sbdata.integrations.accelerate import wrap
+try:
+    from accelerate import Accelerator, DataLoaderConfiguration
+
+    from sbdata.integrations.accelerate import wrap
+except ImportError as error:  # --help works without the extra; running names it
+    MISSING: ImportError | None = error
+else:
+    MISSING = None
 
 
 def make_data(samples: int) -> TensorDataset:
@@ -59,12 +65,14 @@ def train(accelerator, model, optimizer, sb, epochs, save_at=None, directory=Non
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=4096)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--keep", type=float, default=0.5)
     args = parser.parse_args()
+    if MISSING is not None:
+        raise SystemExit(f'{MISSING}: this example needs the accelerate extra: pip install -e ".[accelerate]"')
     data = make_data(args.samples)
     accelerator, model, optimizer, sb = build(data, args)
     per_epoch = len(sb)

@@ -1,15 +1,26 @@
-"""The quickstart's calibrated cost model: sbdata's (``sbdata.auto.Costs``, ``calibration_calls``, ``costs_from``,
-``sb_step_seconds``; the model is described in ``sbdata/auto/_calibrated.py``) timed by this file's own interleaved
-loop. Use one torch thread and, for stable numbers, the allocator pinning of ``benchmarks/harness/timing.py``.
+"""Price an SB step on this machine before a long run: sbdata's calibrated cost model (``sbdata.auto.Costs``,
+``calibration_calls``, ``costs_from``, ``sb_step_seconds``; the model is described in ``sbdata/auto/_calibrated.py``)
+timed by this file's own interleaved loop.
+
+    python examples/costmodel.py             # the wide ConvNet of the quickstart, batch 256, keep 0.25 (about 3 s)
+    python examples/costmodel.py --keep 0.5 --batch-size 128
+
+It times a training step at the loader batch and at the kept batch, a scoring forward and one SB step of an SBLoader
+engine (one torch thread, CPU seconds, interleaved calls), and prints the predicted seconds of a plain step and of an
+SB step: below 1 for their ratio, selection's steps are cheaper here (whether it reaches the accuracy sooner is the
+quickstart's question). Use one torch thread and, for stable numbers, the allocator pinning of
+``benchmarks/harness/timing.py``.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from sbdata.auto import Costs, calibration_calls, costs_from, sb_step_seconds
@@ -73,3 +84,33 @@ def calibrate(
     if not measure:
         return calls  # type: ignore[return-value]
     return costs_from(interleaved(calls, block=block, rounds=rounds, clock=clock), engine_batch)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch-size", type=int, default=256, help="the loader batch (default 256)")
+    parser.add_argument("--keep", type=float, default=0.25, help="the share an SB step trains on (default 0.25)")
+    args = parser.parse_args(argv)
+    from sbdata import SBLoader, keep_count
+
+    from common import WideConvNet  # beside this script
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    x, y = torch.randn(args.batch_size, 1, 40), torch.randint(0, 10, (args.batch_size,))
+    kept = keep_count(args.keep, args.batch_size)
+    engine = SBLoader([], WideConvNet(), F.cross_entropy, keep=args.keep).engine
+    costs = calibrate(
+        WideConvNet, x, y, train_sizes=[args.batch_size, kept], score_sizes=[args.batch_size],
+        engine_steps={"sb": lambda: engine.process((x, y))}, engine_batch=args.batch_size, block=4, rounds=3,
+        clock=time.thread_time,
+    )  # fmt: skip
+    plain = costs.plain_step(args.batch_size)
+    sb = sb_step_seconds(costs, args.batch_size, kept, overhead="sb")
+    print(f"plain step, batch {args.batch_size}: {plain * 1e3:.2f} ms (CPU, one thread)")
+    print(f"SB step, batch {args.batch_size} keeping {kept}: {sb * 1e3:.2f} ms: {sb / plain:.2f} of a plain step's")
+    return {"plain": plain, "sb": sb, "costs": costs.as_dict()}
+
+
+if __name__ == "__main__":
+    main()

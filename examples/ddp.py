@@ -1,6 +1,7 @@
 """Selective Backprop under DistributedDataParallel, on MNIST-1D.
 
-Run on CPU (gloo) or GPUs (nccl), one process per device::
+Needs the ``examples`` extra (MNIST-1D: ``pip install -e ".[examples]"`` from the clone's root). Run on CPU (gloo) or
+GPUs (nccl), one process per device::
 
     torchrun --nproc_per_node=2 examples/ddp.py
 
@@ -78,7 +79,7 @@ def train_and_report(args: argparse.Namespace, device: torch.device) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=4000, help="MNIST-1D samples, train and test. Default 4000.")
     parser.add_argument("--epochs", type=int, default=15, help="Default 15.")
     parser.add_argument("--batch-size", type=int, default=64, help="loader batch per rank. Default 64.")

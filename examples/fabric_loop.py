@@ -1,7 +1,7 @@
 """Selective Backprop under Lightning Fabric: set the loader up with Fabric first, then wrap it; checkpoint the
 ``SBLoader`` through ``fabric.save`` / ``fabric.load`` with the model and optimizer.
 
-Run from the root of your clone (after ``pip install -e ".[lightning]"`` there)::
+Needs the ``lightning`` extra (``pip install -e ".[lightning]"`` from the clone's root). Run from the clone's root::
 
     python examples/fabric_loop.py                             # one CPU process
     fabric run --accelerator=cpu --devices=2 examples/fabric_loop.py    # DDP: each process wraps its own shard
@@ -20,11 +20,17 @@ import tempfile
 
 import torch
 import torch.nn.functional as F
-from lightning.fabric import Fabric
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from sbdata import SBLoader
+
+try:
+    from lightning.fabric import Fabric
+except ImportError as error:  # --help works without the extra; running names it
+    MISSING: ImportError | None = error
+else:
+    MISSING = None
 
 
 def blobs(samples: int = 4096) -> tuple[TensorDataset, TensorDataset]:
@@ -76,6 +82,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--keep", type=float, default=0.5, help="share of each batch trained on (default 0.5)")
     args = parser.parse_args(argv)
+    if MISSING is not None:
+        raise SystemExit(f'{MISSING}: this example needs the lightning extra: pip install -e ".[lightning]"')
     fabric = Fabric(accelerator="cpu")  # devices and strategy from `fabric run`, or one process
     if "LT_CLI_USED" not in os.environ:  # `fabric run` has started the processes already (Fabric's own marker)
         fabric.launch()

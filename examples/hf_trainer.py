@@ -10,10 +10,11 @@ not make short sequences look easy.
 Beware data that cannot be learnt (random tokens, wrong labels): their loss stays highest, so selection by loss
 keeps them; see ``docs/method_card.md`` (``ReducibleSelect``).
 
-Run from the root of your clone (or after ``pip install -e ".[transformers]"`` there)::
+Needs the ``transformers`` extra (``pip install -e ".[transformers]"`` from the clone's root). Run from the clone's
+root::
 
-    PYTHONPATH=. python examples/hf_trainer.py
-    PYTHONPATH=. torchrun --nproc_per_node=2 examples/hf_trainer.py      # two processes, each its own shard
+    python examples/hf_trainer.py
+    torchrun --nproc_per_node=2 examples/hf_trainer.py      # two processes, each its own shard
 """
 
 from __future__ import annotations
@@ -22,10 +23,17 @@ import argparse
 import tempfile
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
 
-from sbdata.integrations.transformers import SBTrainer
 from sbdata.tasks import causal_lm, pad_right
+
+try:
+    from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
+
+    from sbdata.integrations.transformers import SBTrainer
+except ImportError as error:  # --help works without the extra; running names it
+    MISSING: ImportError | None = error
+else:
+    MISSING = None
 
 VOCAB = 16
 
@@ -47,11 +55,13 @@ class Sequences(torch.utils.data.Dataset):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=512)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--keep", type=float, default=0.5)
     args = parser.parse_args()
+    if MISSING is not None:
+        raise SystemExit(f'{MISSING}: this example needs the transformers extra: pip install -e ".[transformers]"')
     torch.manual_seed(0)
     model = GPT2LMHeadModel(
         GPT2Config(

@@ -4,10 +4,10 @@
 and rank, reshuffled every epoch), scores each batch with the live LightningModule, trains on the hardest half,
 runs its schedule on the trainer's progress and puts every rank's selection state in the Lightning checkpoint.
 
-Run from the root of your clone (or after ``pip install -e ".[lightning]"`` there)::
+Needs the ``lightning`` extra (``pip install -e ".[lightning]"`` from the clone's root). Run from the clone's root::
 
-    PYTHONPATH=. python examples/lightning_ddp.py                 # 2 CPU processes through Lightning's launcher
-    PYTHONPATH=. python examples/lightning_ddp.py --devices 1
+    python examples/lightning_ddp.py                 # 2 CPU processes through Lightning's launcher
+    python examples/lightning_ddp.py --devices 1
 """
 
 from __future__ import annotations
@@ -15,16 +15,25 @@ from __future__ import annotations
 import argparse
 import gc
 
-import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from sbdata.integrations.lightning import SBDataModule, SBStatsLogger, trainer_schedule
+try:
+    import lightning.pytorch as pl
+
+    from sbdata.integrations.lightning import SBDataModule, SBStatsLogger, trainer_schedule
+except ImportError as error:  # --help works without the extra; running names it
+    MISSING: ImportError | None = error
+    LightningDataModule: type = object
+    LightningModule: type = nn.Module
+else:
+    MISSING = None
+    LightningDataModule, LightningModule = pl.LightningDataModule, pl.LightningModule
 
 
-class Blobs(pl.LightningDataModule):
+class Blobs(LightningDataModule):
     """Four Gaussian classes in 8 dimensions, partly overlapping (some samples stay hard)."""
 
     def __init__(self, samples: int = 4096, batch_size: int = 64) -> None:
@@ -45,7 +54,7 @@ class Blobs(pl.LightningDataModule):
         return DataLoader(self.val, batch_size=512)
 
 
-class Classifier(pl.LightningModule):
+class Classifier(LightningModule):
     def __init__(self) -> None:
         super().__init__()
         self.net = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 4))
@@ -66,11 +75,13 @@ class Classifier(pl.LightningModule):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--devices", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--samples", type=int, default=4096)
     args = parser.parse_args()
+    if MISSING is not None:
+        raise SystemExit(f'{MISSING}: this example needs the lightning extra: pip install -e ".[lightning]"')
     pl.seed_everything(0, verbose=False)
     trainer = pl.Trainer(
         max_epochs=args.epochs,

@@ -1,6 +1,6 @@
 """The classic PyTorch MNIST example's loop, on MNIST-1D, taking Selective Backprop with one line.
 
-    python examples/mnist_loop.py                                  # 14 epochs, about a minute on a CPU
+    python examples/mnist_loop.py                                  # 14 epochs, about 30 s on a 2-core CPU
     python examples/mnist_loop.py --samples 2000 --epochs 1        # seconds (what the tests run)
 
 Everything but two lines is written the way the public example (pytorch/examples, ``mnist/main.py``) writes it:
@@ -116,7 +116,10 @@ def test(model: nn.Module, device: torch.device, test_loader: DataLoader) -> Non
 
 def main(argv: list[str] | None = None) -> None:
     """Parse the public example's arguments (plus ``--samples``), train and test each epoch."""
-    parser = argparse.ArgumentParser(description="PyTorch MNIST-1D Example, with Selective Backprop")
+    parser = argparse.ArgumentParser(
+        description="PyTorch MNIST-1D Example, with Selective Backprop (needs the examples extra, for MNIST-1D: "
+        'pip install -e ".[examples]" from the clone\'s root)'
+    )
     parser.add_argument(
         "--batch-size", type=int, default=64, metavar="N", help="input batch size for training (default: 64)"
     )

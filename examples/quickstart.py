@@ -1,35 +1,38 @@
-"""Quickstart: train a small CNN on MNIST-1D with and without SBLoader, side by side, and say which paid.
+"""Quickstart: selection where the project measured it paying, beside the plain runs that could beat it.
 
-    python examples/quickstart.py            # about six minutes on 2 CPU cores; progress on stderr
-    python examples/quickstart.py --small    # a few seconds (what the tests run)
+    python examples/quickstart.py            # about 2.5 minutes on a 2-core CPU (docs/quickstart_runs.md)
+    python examples/quickstart.py --small    # a few seconds: the structure, not the verdict (what the tests run)
     python examples/quickstart.py --quiet    # the table and the verdict alone
 
-Every arm starts from the same weights and sees the samples in the same order. The SB arm trains only on the hardest
-``keep`` share of each batch, chosen by one no-grad scoring forward; "SB + LossCache(2)" does the same but reuses a
-sample's loss for up to two epochs (refreshed for free by the training step's own losses, ``observe``) instead of
-rescoring it. The controls train without selection: ``random`` on a random share of each batch (the same work as SB,
-samples chosen by chance); the baseline for fewer epochs, at top-k's compute, which says whether selection beat
-simply training less; and the baseline at the batch size SB trains on (``keep * B``), for the epochs either side of
-the cheaper SB arm's compute, which takes as many optimizer steps per trained sample as SB and so says how much of
-SB's gain is merely "more, smaller steps" (``benchmarks/time_to_accuracy/README.md`` finds that this explains most
-of fresh scoring's gain for this model). Compute is counted in forward-equivalents (a scoring forward is 1 per
-sample, a trained sample 3), which no machine changes, so every machine trains the same rows. The "predicted" column
-is a calibrated cost model's price for each arm (``costmodel.py``: a few seconds at the start time a training step
-and a scoring forward at each batch size on this machine, in thread CPU time; ``--costs`` gives a table instead).
+Needs the ``examples`` extra (MNIST-1D: ``pip install -e ".[examples]"`` from the clone's root); with matplotlib
+installed it also saves a picture.
 
-Seconds are CPU seconds of the training thread (``time.thread_time``, one torch thread), which a busy machine
-changes far less than wall-clock time. After one untimed warm-up run of the two SB arms (whose compute sets the
-controls' epochs), every arm is trained ``--repeats`` times, the arms' epochs interleaved one by one (the order
-rotating every epoch), so that a change of load hits every arm alike; each repeat is the same run (same seed, same
-order: the same accuracy). The table gives the median and range over the repeats, and each arm's ratio to the
-baseline's seconds in the same repeat. The verdict line names the arm that reached the baseline's test accuracy
-(within ``--tolerance`` points) in the fewest CPU seconds; arms whose ratios differ by less than 2 standard errors of
-their paired differences over the interleaved repeats are tied, and the verdict says so rather than pick one. It
-says so too when a plain control, not selection, wins or ties.
+The run: MNIST-1D (generated offline, 16,000 training and 4,000 test samples), the wide ConvNet (width 64, BatchNorm:
+a training step on 64 samples costs about a third of one on 256, so a shrunk step pays), AdamW with weight decay
+1e-4 and a one-cycle LR. The user's recipe (batch 256, lr 3e-3, 8 epochs) sets the budget; the run is at half of it,
+where the project's frontier benchmark (``benchmarks/results/frontier/scratch-wide/table.md``) measured selection
+ahead of the best plain run of a tuned grid. Every arm trains at that grid's best LR, 0.024:
 
-Progress goes to stderr, one line per epoch of one arm (``--quiet`` turns it off), after a line with the cost model's
-estimate of how long the run takes. With matplotlib installed, the arms' test accuracy against CPU seconds is saved
-as a picture (``--plot``, default ``quickstart.png``).
+- ``baseline``: the tuned grid's best plain run at this budget: batch 256, 4 epochs.
+- ``SB top-k keep=0.25 bf16``: ``SBLoader(loader, model, F.cross_entropy, keep=0.25, autocast_dtype=torch.bfloat16)``
+  for 6 epochs: each batch of 256 is scored by one no-grad forward under bfloat16 autocast and the 64 hardest are
+  trained on.
+- ``random keep=0.25``: the same work, the 64 samples chosen by chance (is it the choice of samples that pays?).
+- ``batch 64, N epochs``: plain training at the batch selection trains on (as many optimizer steps per trained sample),
+  for 2 and 3 epochs, either side of the selection arm's compute (is it merely "more, smaller steps"?).
+
+Seconds are CPU seconds of the training thread (``time.thread_time``, one torch thread), which a busy machine changes
+far less than wall-clock time. Every arm is trained ``--repeats`` times, the arms' epochs interleaved one by one (the
+order rotating every epoch), so that a change of load hits every arm alike; each repeat is the same run (same seed,
+same order: the same accuracy). The table gives the median and range over the repeats and each arm's time ratio: its
+seconds over the baseline's in the same repeat (below 1: faster than the baseline). The verdict names the arm that
+reached the baseline's test accuracy (within ``--tolerance`` points) in the fewest CPU seconds; arms whose ratios
+differ by less than 2 standard errors of their paired differences over the interleaved repeats are tied, and the
+verdict says so rather than pick one. It says so too when a plain control, not selection, wins or ties: the verdict
+is this machine's, whatever the records say.
+
+Progress goes to stderr, one line per epoch of one arm (``--quiet`` turns it off). With matplotlib installed, the
+arms' test accuracy against CPU seconds is saved as a picture (``--plot``, default ``quickstart.png``).
 """
 
 from __future__ import annotations
@@ -42,29 +45,26 @@ import sys
 import textwrap
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from costmodel import Costs, calibrate, sb_step_seconds
-from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from sbdata import LossCache, SBLoader, keep_count, with_index
+from sbdata import SBLoader, keep_count
 
-# examples/common.py and examples/costmodel.py, beside this script (a script's own directory is importable)
-from common import ConvNet, Split, accuracy, load_mnist1d
+# examples/common.py, beside this script (a script's own directory is importable)
+from common import WideConvNet, accuracy, load_mnist1d
 
 TIED = 2.0  # standard errors of the repeats' paired ratio differences within which two arms are tied
-SELECTION = "selection"  # an arm's kind: selection (top-k, with or without the cache) or one of the controls
+SELECTION = "selection"  # an arm's kind: selection or one of the controls
 CONTROL_MEANING = {
-    "fewer epochs": "training less is enough: train the baseline for fewer epochs",
     "small batch": "more, smaller optimizer steps, not the choice of samples, is what saves time: use a smaller batch",
     "random": "choosing samples by loss adds nothing over chance here",
 }
+LR = 0.024  # the tuned grid's best LR at this budget, for plain and selection alike
 
 
 class Run:
@@ -72,57 +72,34 @@ class Run:
 
     Args:
         split: the data.
-        epochs: epochs to train.
+        epochs: epochs to train (the one-cycle LR anneals over them).
         batch_size: the loader's batch size.
-        keep: the share SB trains on; None is the plain baseline (at ``batch_size``).
+        keep: the share selection trains on; None trains on whole batches.
         seed: initial weights and sample order.
-        costs: the cost model's table, for the predicted seconds.
-        cache: add a ``LossCache(staleness=2)`` refreshed by ``observe``.
         policy: the selection policy (``"random"`` for the control).
     """
 
     def __init__(
-        self,
-        split: Split,
-        *,
-        epochs: int,
-        batch_size: int,
-        keep: float | None,
-        seed: int,
-        costs: Costs,
-        cache: bool = False,
-        policy: str = "topk",
+        self, split: Any, *, epochs: int, batch_size: int, keep: float | None, seed: int, policy: str = "topk"
     ) -> None:
-        self.split, self.epochs, self.batch_size, self.keep, self.costs = split, epochs, batch_size, keep, costs
-        self.cache = cache
+        self.split, self.epochs, self.batch_size, self.keep = split, epochs, batch_size, keep
         torch.manual_seed(seed)
-        self.model = ConvNet()
+        self.model = WideConvNet()
         order = torch.Generator().manual_seed(seed)
         dataset = TensorDataset(split.x_train, split.y_train)
-        if cache:  # each sample carries its index, the cache's id: batches are (x, y, index)
-            dataset = with_index(dataset)
         self.loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=order)
-        options = {"cache": LossCache(staleness=2, size=len(dataset)), "id_key": -1} if cache else {}
-        self.batches = (
-            self.loader
-            if keep is None
-            else SBLoader(self.loader, self.model, F.cross_entropy, keep=keep, policy=policy, **options)
-        )
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=3e-3, weight_decay=1e-4)
+        self.batches = self.loader
+        if keep is not None:
+            precision = {"autocast_dtype": torch.bfloat16} if policy == "topk" else {}
+            self.batches = SBLoader(self.loader, self.model, F.cross_entropy, keep=keep, policy=policy, **precision)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=LR, weight_decay=1e-4)
         total = epochs * len(self.loader)
-        self.lr_schedule = torch.optim.lr_scheduler.OneCycleLR(self.optimizer, max_lr=3e-3, total_steps=total)
-        self.scoring: Counter[int] = Counter()  # scoring forwards (no grad) by batch size, for the cost model
-        self.model.register_forward_pre_hook(self._count_scoring)
+        self.lr_schedule = torch.optim.lr_scheduler.OneCycleLR(self.optimizer, max_lr=LR, total_steps=total)
         self.epoch = 0
         self.trained = 0
         self.seconds = 0.0
         self.marks: list[float] = []  # CPU seconds at the end of each epoch
         self.curve: list[float] | None = None  # test accuracy after each epoch, when asked for (not timed)
-        self.evaluating = False  # the curve's test forwards are not scoring forwards
-
-    def _count_scoring(self, _: nn.Module, args: tuple) -> None:
-        if not torch.is_grad_enabled() and not self.evaluating:
-            self.scoring[len(args[0])] += 1
 
     @property
     def done(self) -> bool:
@@ -135,13 +112,9 @@ class Run:
         torch.set_num_threads(1)  # all of the work in this thread, where time.thread_time sees it
         try:
             started = time.thread_time()
-            for batch in self.batches:
-                x, y = batch[0], batch[1]
+            for x, y in self.batches:
                 self.model.train()
-                losses = F.cross_entropy(self.model(x), y, reduction="none")
-                if self.cache:
-                    self.batches.observe(batch, losses)  # the training step's losses refresh the cache for free
-                loss = losses.mean()
+                loss = F.cross_entropy(self.model(x), y)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 self.optimizer.step()
@@ -153,25 +126,13 @@ class Run:
         self.epoch += 1
         self.marks.append(self.seconds)
         if self.curve is not None:
-            self.evaluating = True
             self.curve.append(accuracy(self.model, self.split.x_test, self.split.y_test))
-            self.evaluating = False
 
     def result(self) -> dict:
-        """Test accuracy, the share of samples trained on, forward-equivalents, predicted and measured seconds."""
-        scored = self.batches.stats.samples_scored if self.keep is not None else 0
-        steps = self.epochs * len(self.loader)
-        if self.keep is None:
-            predicted = steps * self.costs.plain_step(self.batch_size)
-        else:
-            mix = {size: count / steps for size, count in self.scoring.items()}
-            kept = keep_count(self.keep, self.batch_size)
-            predicted = steps * sb_step_seconds(self.costs, self.batch_size, kept, overhead="sb", scored=mix)
+        """Test accuracy, the share of samples trained on, and measured seconds."""
         return {
-            "predicted_seconds": predicted,
             "accuracy": accuracy(self.model, self.split.x_test, self.split.y_test),
             "backprop_fraction": self.trained / (self.epochs * len(self.loader.dataset)),
-            "forward_equivalents": scored + 3 * self.trained,
             "seconds": self.seconds,
             "marks": self.marks,
             "curve": self.curve,
@@ -284,7 +245,7 @@ def verdict(
 
     def said(name: str) -> str:
         t = timings[name]
-        return f"{name} ({t.ratio:.2f}x, {t.low:.2f}-{t.high:.2f}x)"
+        return f"{name} (time ratio {t.ratio:.2f}, {t.low:.2f}-{t.high:.2f})"
 
     def listed(names: list[str]) -> str:
         return (
@@ -323,47 +284,61 @@ def verdict(
 
 LEGEND = """\
 Legend:
-  test acc   top-1 accuracy on the test split (every repeat of an arm is the same run: the same accuracy)
-  backprop   share of the training samples that reached the backward pass
-  fwd-equiv  compute on no machine in particular, relative to the baseline: a scoring forward counts 1 per sample,
-             a trained sample 3
-  predicted  the cost model's CPU seconds for the arm on this machine (calibrated at the start, or --costs)
-  CPU s      the training loop's CPU seconds in one thread (time.thread_time): median [min-max] over {repeats}
-             repeats, the arms' epochs interleaved
-  vs base    each repeat's CPU seconds over the baseline's in the same repeat: median [min-max]; the verdict counts
-             two arms as tied when their ratios differ by less than {tied:g} standard errors of the repeats'
-             paired differences
-  controls   random: a random share of each batch (SB's work, samples by chance); baseline N epochs: training
-             less, at top-k's compute; batch {small}: SB's batch size (as many optimizer steps per trained sample
-             as SB), for the epochs either side of the cheaper SB arm's compute"""
+  test acc    top-1 accuracy on the test split (every repeat of an arm is the same run: the same accuracy)
+  backprop    share of the training samples that reached the backward pass
+  CPU s       the training loop's CPU seconds in one thread (time.thread_time): median [min-max] over {repeats}
+              repeats, the arms' epochs interleaved
+  time ratio  each repeat's CPU seconds over the baseline's in the same repeat: median [min-max]; below 1 is faster
+              than the baseline; the verdict counts two arms as tied when their ratios differ by less than {tied:g}
+              standard errors of the repeats' paired differences
+  controls    random: a random share of each batch (selection's work, samples by chance); batch {small}: the batch
+              selection trains on (as many optimizer steps per trained sample), either side of its compute"""
+
+
+def arms_for(args: argparse.Namespace) -> tuple[dict[str, dict], dict[str, str]]:
+    """The arms (name: ``Run`` keyword arguments) and their kinds (selection or the control each is)."""
+    small = keep_count(args.keep, args.batch_size)
+    sb_name, random_name = f"SB top-k keep={args.keep:g} bf16", f"random keep={args.keep:g}"
+    arms: dict[str, dict] = {
+        "baseline": {"keep": None, "epochs": args.epochs},
+        sb_name: {"keep": args.keep, "epochs": args.sb_epochs},
+        random_name: {"keep": args.keep, "epochs": args.sb_epochs, "policy": "random"},
+    }
+    kinds = {sb_name: SELECTION, random_name: "random"}
+    for epochs in args.small_epochs:
+        arms[f"batch {small}, {epochs} epochs"] = {"keep": None, "epochs": epochs, "batch_size": small}
+        kinds[f"batch {small}, {epochs} epochs"] = "small batch"
+    return arms, kinds
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=20000, help="MNIST-1D samples, 80%% train (default 20000)")
-    parser.add_argument("--epochs", type=int, default=8, help="epochs per arm (default 8)")
     parser.add_argument("--batch-size", type=int, default=256, help="loader batch size (default 256)")
-    parser.add_argument("--keep", type=float, default=0.33, help="share of each batch SB trains on (default 0.33)")
+    parser.add_argument("--keep", type=float, default=0.25, help="share of each batch selection trains on (0.25)")
+    parser.add_argument("--epochs", type=int, default=4, help="the baseline's epochs (default 4)")
+    parser.add_argument("--sb-epochs", type=int, default=6, help="the selection arm's and random's epochs (6)")
+    parser.add_argument(
+        "--small-epochs", type=int, nargs="+", default=[2, 3], help="the small-batch control's epochs (default 2 3)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=5, help="timed runs of every arm, interleaved (default 5)")
     parser.add_argument(
         "--tolerance", type=float, default=0.25, help="accuracy points an arm may lose and still reach the "
         "baseline's, in the verdict (default 0.25: 10 of the 4000 test samples)"
     )  # fmt: skip
-    parser.add_argument("--small", action="store_true", help="a seconds-long run: 2000 samples, 1 epoch, 2 repeats")
+    parser.add_argument(
+        "--small", action="store_true", help="seconds, not minutes: 2000 samples, 1-2 epochs, 2 repeats (a smoke run)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument(
         "--plot", metavar="PATH", default="quickstart.png", help="save test accuracy against CPU seconds here, "
         "when matplotlib is installed (default quickstart.png; '' for none)"
     )  # fmt: skip
     parser.add_argument("--json", metavar="PATH", help="also write the results, per arm, to this JSON file")
-    parser.add_argument(
-        "--costs", metavar="PATH", help="price the arms with this cost table (JSON, as --json's 'costs') instead of "
-        "calibrating: the control rows are then the same on any machine (what the tests do)"
-    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.small:
-        args.samples, args.epochs, args.repeats = 2000, 1, 2
+        args.samples, args.epochs, args.sb_epochs, args.small_epochs, args.repeats = 2000, 1, 2, [1], 2
     if args.repeats < 2:
         parser.error("--repeats must be at least 2: ties are read from the spread of the repeats")
     torch.set_num_threads(1)  # fair, repeatable timings on a shared machine
@@ -375,60 +350,11 @@ def main(argv: list[str] | None = None) -> dict:
 
     progress(f"generating MNIST-1D ({args.samples} samples, offline)")
     split = with_heartbeat(lambda: load_mnist1d(args.samples), progress, "generating MNIST-1D")
-    small = keep_count(args.keep, args.batch_size)
-    if args.costs:
-        with open(args.costs) as file:
-            costs = Costs.from_dict(json.load(file))
-    else:
-        progress("calibrating the cost model: timing a training step and a scoring forward on this machine")
-        costs = calibrate_here(split, args.batch_size, args.keep, small)
-    steps = -(-len(split.x_train) // args.batch_size) * args.epochs
-    sb_run = steps * sb_step_seconds(costs, args.batch_size, small, overhead="sb", scored={args.batch_size: 1.0})
-    plain_run = steps * costs.plain_step(args.batch_size)
-    # the timed rounds: the baseline, 3 selection-priced arms, and controls at about selection's compute (at most 3)
-    estimate = 2 * sb_run + args.repeats * (plain_run + 3 * sb_run + 3 * sb_run)
-    progress(
-        f"this run takes about {duration(estimate)} of CPU time on this machine (the cost model's prices: a "
-        f"warm-up of 2 arms, then {args.repeats} timed repeats of 6-7 arms; longer if the machine is busy)"
-    )
-    common = {"epochs": args.epochs, "batch_size": args.batch_size, "seed": args.seed, "costs": costs}
-    sb_name, random_name = f"SB top-k keep={args.keep}", f"random keep={args.keep}"
-    arms = {
-        "baseline": {"keep": None},
-        sb_name: {"keep": args.keep},
-        "SB + LossCache(2)": {"keep": args.keep, "cache": True},
-        random_name: {"keep": args.keep, "policy": "random"},
-    }
-    kinds = {sb_name: SELECTION, "SB + LossCache(2)": SELECTION, random_name: "random"}
-    # Warm-up (not timed): the selection arms once, whose priced seconds set the controls' epochs.
-    warm = interleaved({name: Run(split, **common, **arms[name]) for name in (sb_name, "SB + LossCache(2)")},
-                       progress=lambda text: progress(f"warm-up: {text}"))  # fmt: skip
-    # Controls at the SB arms' compute, in forward-equivalents (machine-free, so the rows are the same on every
-    # machine and under any load; a plain epoch costs 3 FE per sample): the baseline for fewer epochs, at top-k's
-    # compute, which says whether selection beat simply training less, and the baseline at the batch size SB trains
-    # on for the epochs either side of the cheaper SB arm's compute, which take as many optimizer steps per trained
-    # sample as SB and so say how much of SB's gain is merely "more, smaller steps".
-    plain_epoch = 3 * len(split.x_train)
-    epochs = max(1, round(warm[sb_name]["forward_equivalents"] / plain_epoch))
-    if epochs < args.epochs:  # else SB saved no compute: the baseline is its control
-        arms[f"baseline {epochs} epochs"] = {"keep": None, "epochs": epochs}
-        kinds[f"baseline {epochs} epochs"] = "fewer epochs"
-    cheapest = min(run["forward_equivalents"] for run in warm.values()) / plain_epoch
-    for epochs in sorted({max(1, math.floor(cheapest)), max(1, math.ceil(cheapest))}):
-        arms[f"batch {small}, {epochs} epochs"] = {"keep": None, "epochs": epochs, "batch_size": small}
-        kinds[f"batch {small}, {epochs} epochs"] = "small batch"
-    # Timed: every arm `repeats` times, its epochs interleaved with the other arms', the order rotated every epoch.
+    arms, kinds = arms_for(args)
     names = list(arms)
-
-    def price(name: str) -> float:  # the cost model's CPU seconds for one run of an arm
-        if name in warm or arms[name].get("policy") == "random":  # random: selection's work
-            return warm[name if name in warm else sb_name]["predicted_seconds"]
-        size = arms[name].get("batch_size", args.batch_size)
-        return arms[name].get("epochs", args.epochs) * -(-len(split.x_train) // size) * costs.plain_step(size)
-
-    timed = args.repeats * sum(price(name) for name in names)
-    progress(f"warm-up done; the {args.repeats} timed repeats of {len(names)} arms take about {duration(timed)} more")
+    common = {"batch_size": args.batch_size, "seed": args.seed}
     runs: dict[str, list[dict]] = {name: [] for name in names}
+    training_started = time.monotonic()
     for r in range(args.repeats):
         fresh = {name: Run(split, **{**common, **arms[name]}) for name in names}
         if r == 0:  # every repeat is the same run: the first one's accuracies after each epoch are the curves
@@ -439,6 +365,9 @@ def main(argv: list[str] | None = None) -> dict:
         )
         for name in names:
             runs[name].append(done[name])
+        if r == 0:
+            spent = time.monotonic() - training_started
+            progress(f"the other {args.repeats - 1} repeats take about {duration(spent * (args.repeats - 1))} more")
     progress("done: the table and the verdict follow on stdout")
     base = [run["seconds"] for run in runs["baseline"]]
     timings = {
@@ -451,6 +380,7 @@ def main(argv: list[str] | None = None) -> dict:
             "accuracies": [run["accuracy"] for run in done],  # the same in every repeat: the same run
             "seconds": timings[name].seconds,
             "ratios": timings[name].ratios,
+            "epochs": arms[name]["epochs"],
         }
         for name, done in runs.items()
     }
@@ -465,20 +395,15 @@ def main(argv: list[str] | None = None) -> dict:
         del result["marks"], result["curve"]
 
     sizes = f"{len(split.x_train)} train / {len(split.x_test)} test"
-    print(f"MNIST-1D, {sizes}, {args.epochs} epochs, batch {args.batch_size}, {args.repeats} timed repeats")
-    header = f"{'arm':<22}{'test acc':>9}{'backprop':>10}{'fwd-equiv':>11}{'predicted':>11}"
-    print(f"{header}  {'CPU s [min-max]':<23}{'vs base [min-max]'}")
+    print(f"MNIST-1D, {sizes}, the wide ConvNet, AdamW lr {LR:g} one-cycle, {args.repeats} timed repeats")
+    print(f"{'arm':<26}{'epochs':>7}{'test acc':>9}{'backprop':>10}  {'CPU s [min-max]':<23}{'time ratio [min-max]'}")
     for name, r in results.items():
         t = timings[name]
         cpu = f"{statistics.median(t.seconds):.2f}s [{min(t.seconds):.2f}-{max(t.seconds):.2f}]"
-        ratio = f"{t.ratio:.2f}x [{t.low:.2f}-{t.high:.2f}]"
-        print(
-            f"{name:<22}{r['accuracy']:>9.4f}{r['backprop_fraction']:>10.2f}"
-            f"{r['forward_equivalents'] / results['baseline']['forward_equivalents']:>10.2f}x"
-            f"{r['predicted_seconds']:>10.1f}s  {cpu:<23}{ratio}"
-        )
+        ratio = f"{t.ratio:.2f} [{t.low:.2f}-{t.high:.2f}]"
+        print(f"{name:<26}{r['epochs']:>7}{r['accuracy']:>9.4f}{r['backprop_fraction']:>10.2f}  {cpu:<23}{ratio}")
     print()
-    print(LEGEND.format(repeats=args.repeats, small=small, tied=TIED))
+    print(LEGEND.format(repeats=args.repeats, small=keep_count(args.keep, args.batch_size), tied=TIED))
     print()
     print(textwrap.fill(said, width=116))
     if args.plot:
@@ -486,7 +411,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.json:
         curve_points = {name: {"seconds": x, "accuracy": y} for name, (x, y) in curves.items()}
         with open(args.json, "w") as file:
-            json.dump({**results, "costs": costs.as_dict(), "verdict": said, "curves": curve_points}, file, indent=1)
+            json.dump({**results, "verdict": said, "curves": curve_points}, file, indent=1)
     return results
 
 
@@ -512,38 +437,6 @@ def plot(curves: dict[str, tuple[list[float], list[float]]], target: float, path
     figure.savefig(path, dpi=120)
     plt.close(figure)
     say(f"saved the accuracy-against-seconds curves to {path}")
-
-
-def calibrate_here(split, batch_size: int, keep: float, small: int):
-    """This machine's step costs for the ConvNet (a few seconds): loading a batch, training at B and at the small
-    batch, scoring at every bucket size a cached run may use, and SBLoader's own work per SB step."""
-    x, y = split.x_train, split.y_train
-    torch.manual_seed(0)
-    engine = SBLoader([], ConvNet(), F.cross_entropy, keep=keep).engine
-    batch = (x[:batch_size], y[:batch_size])
-
-    def sb_step() -> None:
-        engine.process(batch)
-
-    def fetch(size: int):  # one batch from a DataLoader like the arms', restarting it when it runs out
-        loader = DataLoader(TensorDataset(x, y), batch_size=size, shuffle=True)
-        state = {"batches": iter(loader)}
-
-        def call() -> None:
-            if next(state["batches"], None) is None:
-                state["batches"] = iter(loader)
-
-        return call
-
-    quantum = -(-batch_size // 4)  # LossCache scores in multiples of a quarter batch (sbdata.cache.BUCKETS)
-    sizes = sorted({*range(quantum, batch_size + 1, quantum), batch_size, len(x) % batch_size or batch_size})
-    return calibrate(
-        ConvNet, x, y, train_sizes=[batch_size, small, len(x) % batch_size or batch_size, len(x) % small or small],
-        score_sizes=sizes, engine_steps={"sb": sb_step}, engine_batch=batch_size, block=4, rounds=3,
-        data_calls={size: fetch(size) for size in (batch_size, small)},
-        make_optimizer=lambda m: torch.optim.AdamW(m.parameters(), lr=3e-3, weight_decay=1e-4),
-        clock=time.thread_time,  # CPU seconds, as the arms are measured
-    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -18,7 +18,14 @@ else:  # pragma: no cover - Python 3.10
 import torch
 from torch import nn
 
-__all__ = ["Unpack", "epoch_length", "flush_deferred_warnings", "model_device", "warn_from_user_code"]
+__all__ = [
+    "Unpack",
+    "available_device",
+    "epoch_length",
+    "flush_deferred_warnings",
+    "model_device",
+    "warn_from_user_code",
+]
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # Code between sbdata and the user's line: torch (backward, hooks, optimizers), the frameworks that call sbdata
@@ -47,6 +54,30 @@ def model_device(model: nn.Module) -> torch.device:
     for tensor in (*model.parameters(), *model.buffers()):
         return tensor.device
     return torch.device("cpu")
+
+
+def available_device(device: torch.device | str) -> torch.device:
+    """``device`` as a ``torch.device``, checked to exist on this machine (its backend available, its index below the
+    backend's device count).
+
+    Raises:
+        ValueError: for a device this machine does not have, naming it and the devices torch reports available.
+    """
+    device = torch.device(device)
+    backend = getattr(torch, device.type, None) if device.type not in ("cpu", "meta") else None
+    is_available, count = getattr(backend, "is_available", None), getattr(backend, "device_count", None)
+    if is_available is None or (is_available() and (device.index is None or count is None or device.index < count())):
+        return device
+    found = ["cpu"]
+    for kind in ("cuda", "xpu", "mps"):
+        module = getattr(torch, kind, None)
+        if module is not None and module.is_available():
+            found += [kind] if kind == "mps" else [f"{kind}:{i}" for i in range(module.device_count())]
+    raise ValueError(
+        f"device={str(device)!r} is not available on this machine: torch reports {', '.join(found)} available"
+        f"{' (this torch is a CPU-only build: torch.version.cuda is None)' if torch.version.cuda is None else ''}. "
+        "Pass one of those, or leave device= out to score where the model is"
+    )
 
 
 def _library_frame(frame: FrameType) -> bool:

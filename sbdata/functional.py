@@ -26,7 +26,7 @@ def select_using_loss(
     scale_factor: float = 1,
     *,
     generator: torch.Generator | None = None,
-    score_mode: str = "eval",
+    score_mode: str = "batch",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Keep a loss-weighted random subset of a batch, as Composer's ``select_using_loss`` does.
 
@@ -35,8 +35,8 @@ def select_using_loss(
     distribution, drawn on the input's device by a ``torch.Generator`` (``generator``, or one seeded from numpy's
     global RNG, which Composer samples with). Differences from Composer, all deliberate:
     the kept samples come back in their original order; a batch of one keeps its sample; and an ``nn.Module``
-    is scored in eval mode with its train/eval flags restored (``score_mode="train"`` uses batch statistics but
-    restores every buffer), so the scoring pass has no side effects.
+    is scored as training normalises, without dropout, updating no running statistics (``score_mode``, as for
+    :class:`~sbdata.SBLoader`), with its train/eval flags restored, so the scoring pass has no side effects.
 
     Args:
         input: batch of inputs, (N, ...).
@@ -52,7 +52,8 @@ def select_using_loss(
             ``seed_all``, Lightning's ``seed_everything`` and Transformers' ``set_seed`` call) repeats its
             selections; ``score_mode="train"`` dropout draws from a stream seeded with the same seed. With a
             generator no global RNG is touched. Default None.
-        score_mode: ``"eval"`` or ``"train"``, for an ``nn.Module`` model. Default ``"eval"``.
+        score_mode: ``"batch"``, ``"eval"`` or ``"train"``, for an ``nn.Module`` model (see
+            :class:`~sbdata.EngineOptions`). Default ``"batch"``.
 
     Returns:
         The kept ``(input, target)``.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import Any
 
@@ -16,6 +15,8 @@ from sbdata.auto import Keep
 from sbdata.engine import EngineOptions, LossFn, SelectionEngine
 
 __all__ = ["SBLoader"]
+
+_SPENT = object()  # what next() returns on a source that ran out while skipping consumed batches
 
 
 def _set_epoch_on(loader: Any, epoch: int) -> None:
@@ -67,6 +68,7 @@ class SBLoader(EngineFront):
     """
 
     LOADER_KEY = "loader"
+    SHAPE_KEY = "shape"  # the wrapped loader's batches per epoch and batch size: a mid-epoch state needs the same
     ORDER_KEY = "order"
     SAMPLERS_KEY = "samplers"  # states of the loader's samplers that have state_dict (a stateless loader's)
     RANK_KEY = "rank"  # the rank that saved the state: loading it on another rank warns
@@ -82,6 +84,12 @@ class SBLoader(EngineFront):
             raise TypeError(
                 f"loader must be an iterable of batches or a zero-argument factory of one, got {type(loader).__name__}"
             )
+        if isinstance(loader, EngineFront) or isinstance(getattr(loader, "collate_fn", None), EngineFront):
+            raise TypeError(
+                f"SBLoader wraps a {type(loader).__name__} that already selects (an SBLoader, or a DataLoader whose "
+                "collate_fn is an SBCollator), so every batch would be scored and cut twice: wrap the plain loader "
+                "once (a trainer integration wraps it for you: give it the plain loader)"
+            )
         self.loader = loader
         # keep= decoded once, keep="auto"'s trials sized to the epoch (a loader without a length is a stream) and
         # bounded by the run's length when a Schedule gives it
@@ -93,10 +101,15 @@ class SBLoader(EngineFront):
             callable(getattr(loader, "state_dict", None)) and callable(getattr(loader, "load_state_dict", None))
         )
         self._loader_restored = False
+        self._saved_shape: list[int | None] | None = None  # a loaded state's loader shape, until its pass starts
+        self._buffer_checked = False  # whether a checkpoint looked for a shuffle buffer the loader's state leaves out
         self._read_ahead = _front.ReadAheadGuard(model)
         _front.warn_if_unsharded(loader)
 
     def __iter__(self) -> Iterator[Any]:
+        if self._saved_shape is not None and self.engine.continues_saved_epoch:  # read now: after set_epoch
+            _front.refuse_other_shape(self._saved_shape, self._shape())
+        self._saved_shape = None
         continues = self.engine.start_pass()
         self._order.before_iter(continues, self.engine.source_ended)
         restored, self._loader_restored = self._loader_restored, False
@@ -104,8 +117,10 @@ class SBLoader(EngineFront):
             return self.engine.iterate(iter(()))  # the saved epoch only has held batches left
         batches = self.loader if isinstance(self.loader, Iterable) else self.loader()
         source = iter(batches)
-        if continues and not restored and self.engine.source_position:
-            source = itertools.islice(source, self.engine.source_position, None)
+        if continues and not restored:  # skip the consumed batches on this one iterator: a loader that is its own
+            for _ in range(self.engine.source_position):  # iterator may start its epoch again on a second iter()
+                if next(source, _SPENT) is _SPENT:
+                    break
         return self._read_ahead.watch(self.engine.iterate(source))
 
     def __len__(self) -> int:
@@ -262,14 +277,22 @@ class SBLoader(EngineFront):
         )
         return None
 
+    def _shape(self) -> list[int | None]:
+        return [epoch_length(self.loader), getattr(self.loader, "batch_size", None)]
+
     def _source_state(self) -> dict[str, Any]:
         inner = self._loader_state()
+        if inner is not None and not self._buffer_checked:
+            self._buffer_checked = True
+            _front.warn_if_unsaved_buffer(self.loader)
         order = self._order.state(self.engine.source_ended, stateful=inner is not None)
         state = {self.LOADER_KEY: inner, self.ORDER_KEY: order, self.RANK_KEY: _dist.rank_and_world()[0]}
+        state[self.SHAPE_KEY] = self._shape()
         samplers = self._order.sampler_states(stateful=inner is not None)
         return state if samplers is None else {**state, self.SAMPLERS_KEY: samplers}
 
     def _load_source_state(self, state: dict[str, Any]) -> None:
+        self._saved_shape = state.get(self.SHAPE_KEY)  # checked as the resumed pass starts
         _front.warn_if_other_rank(state.get(self.RANK_KEY))
         inner = state.get(self.LOADER_KEY)
         if inner is not None:

@@ -325,7 +325,8 @@ def test_resume_state_nests_the_loader_state_under_its_key():
 
     loader = StatefulDataLoader(TensorDataset(*oracle_batch(range(8))), batch_size=4)
     state = SBLoader(loader, OracleModel(LOSSES), ce).state_dict()
-    assert set(state) == {SBLoader.ENGINE_KEY, SBLoader.LOADER_KEY, SBLoader.ORDER_KEY, SBLoader.RANK_KEY}
+    keys = {SBLoader.ENGINE_KEY, SBLoader.LOADER_KEY, SBLoader.ORDER_KEY, SBLoader.RANK_KEY, SBLoader.SHAPE_KEY}
+    assert set(state) == keys and state[SBLoader.SHAPE_KEY] == [2, 4]
     assert state[SBLoader.LOADER_KEY] is not None and state[SBLoader.ORDER_KEY] is None
 
 

@@ -1,3 +1,9 @@
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
 import pytest
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, default_collate
@@ -187,3 +193,59 @@ def test_node_state_is_loaded_through_the_loader():
     node = SBSelector(IterableWrapper([oracle_batch(range(4))]), OracleModel(LOSSES), ce)
     with pytest.raises(TypeError, match=r"Loader\(node\).load_state_dict"):
         node.load_state_dict({})
+
+
+def _loading_threads() -> set[threading.Thread]:
+    """The threads torchdata started (a ParallelMapper's reader, workers and sorter; a Prefetcher's)."""
+    return {t for t in threading.enumerate() if getattr(t, "_target", None) is not None
+            and t._target.__module__.startswith("torchdata.")}  # fmt: skip
+
+
+def threaded_pipeline():
+    source = batches_node(workers=2, method="thread")
+    return SBSelector(Prefetcher(source, prefetch_factor=2), OracleModel(LOSSES), ce, keep=0.5)
+
+
+def test_no_loading_thread_outlives_a_pass_or_a_shutdown():
+    """Deterministic: the node joins the threads below it when a pass ends, and shutdown() joins them mid-pass; the
+    next pass starts them again and loses nothing."""
+    before = _loading_threads()  # other tests' pipelines, left to the garbage collector
+
+    def started() -> set[threading.Thread]:
+        return _loading_threads() - before
+
+    node = threaded_pipeline()
+    loader = Loader(node)
+    whole = [keys_of(batch) for batch in loader]
+    assert len(whole) == 5 and not started()  # a full pass: every thread joined
+    it = iter(loader)
+    next(it)
+    assert started()  # mid-pass the threads load ahead
+    node.shutdown()
+    assert not started()
+    with pytest.raises(RuntimeError, match=r"shut down .* start a new pass with iter\(loader\)"):
+        next(it)
+    assert len([keys_of(batch) for batch in loader]) == 5  # a new pass starts the threads again: all of its batches
+    assert not started()
+
+
+def test_a_pipeline_left_mid_pass_is_shut_down_at_interpreter_exit(tmp_path):
+    """The exit hook: a script that stops after one batch ends with no torchdata thread alive (checked by an exit
+    handler registered before sbdata's, so it runs after it)."""
+    script = tmp_path / "left.py"
+    script.write_text(
+        "import atexit, threading\n"
+        "def alive():\n"
+        "    print(sum(1 for t in threading.enumerate() if getattr(t, '_target', None) is not None\n"
+        "              and t._target.__module__.startswith('torchdata.')))\n"
+        "atexit.register(alive)\n"
+        "from torchdata.nodes import Loader\n"
+        "from tests.test_nodes import threaded_pipeline\n"
+        "it = iter(Loader(threaded_pipeline()))\n"
+        "next(it)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "0"

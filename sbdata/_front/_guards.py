@@ -7,6 +7,8 @@ Each check is called from one line of a front end; each warns once per object, n
 - :func:`warn_if_unsharded`: under a process group of several ranks, the wrapped loader shows no sharding, so every
   rank would read the same data (under Accelerate it refuses: the wrong order, ``accelerator.prepare(SBLoader(...))``).
 - :func:`warn_if_other_rank`: a state saved on one rank is loaded on another.
+- :func:`refuse_other_shape`: a mid-epoch state is loaded into a loader of another length or batch size (raises).
+- :func:`warn_if_unsaved_buffer`: a checkpoint of a loader whose own state leaves out a shuffle buffer.
 
 Each warns through :func:`sbdata._util.warn_from_user_code`, so that it names the user's line.
 """
@@ -27,7 +29,7 @@ from torch.utils.data import DistributedSampler, IterableDataset
 from sbdata._util import warn_from_user_code
 from sbdata.distributed import rank_and_world
 
-__all__ = ["ReadAheadGuard", "warn_if_other_rank", "warn_if_unsharded"]
+__all__ = ["ReadAheadGuard", "refuse_other_shape", "warn_if_other_rank", "warn_if_unsaved_buffer", "warn_if_unsharded"]
 
 _optimizer_steps = 0  # optimizer steps taken in this process, by any optimizer (counted once the first guard exists)
 _step_hook: Any = None
@@ -117,7 +119,8 @@ class ReadAheadGuard:
                 "len(), e.g. SBLoader(batch_size=...); list(loader) before training), so selection ranks with "
                 "parameters one or more steps old and a checkpoint misses the batches read ahead. Fix: take one "
                 "batch per training step (under Lightning use sbdata.integrations.lightning, or drop batch_size=; "
-                "in your own loop, iterate the loader directly)",
+                "under Ray Train wrap what prepare_data_loader returns, not the other way round; in your own loop, "
+                "iterate the loader directly)",
                 RuntimeWarning,
             )
 
@@ -177,11 +180,14 @@ def warn_if_unsharded(loader: Any) -> None:
         )
     if world > 1 and _unsharded(loader):
         warn_from_user_code(
-            f"sbdata: torch.distributed runs {world} ranks but the wrapped {type(loader).__name__} has no "
+            f"sbdata: torch.distributed runs {world} ranks but the wrapped {type(loader).__name__} shows no "
             "DistributedSampler or other sharding, so every rank would train on the same data: build it with "
             "sampler=DistributedSampler(dataset) (and call set_epoch each epoch), or under Accelerate prepare the "
             "DataLoader first and then wrap it (SBLoader(accelerator.prepare(loader), ...)); under Lightning use "
-            "sbdata.integrations.lightning",
+            "sbdata.integrations.lightning. A dataset already split per rank (datasets.distributed."
+            "split_dataset_by_node, a file list per rank) is sharded in a way sbdata cannot see: then add no sampler "
+            "(that would shard twice) and silence this with warnings.filterwarnings('ignore', "
+            "message='sbdata: torch.distributed runs')",
             RuntimeWarning,
         )
 
@@ -197,3 +203,37 @@ def warn_if_other_rank(saved_rank: Any) -> None:
             "sbdata.integrations.lightning or sbdata.integrations.transformers do it for you",
             RuntimeWarning,
         )
+
+
+def refuse_other_shape(saved: list[Any], current: list[Any]) -> None:
+    """Refuse a mid-epoch state whose loader had another number of batches per epoch or batch size than this one
+    (``[batches, batch_size]`` each; None where unknown, which matches anything): its position would continue
+    another epoch.
+
+    Raises:
+        ValueError: naming both shapes and the fix.
+    """
+    differs = any(a is not None and b is not None and a != b for a, b in zip(saved, current, strict=True))
+    if differs:
+        raise ValueError(
+            f"this state was saved mid-epoch from a loader of {saved[0]} batches of {saved[1]}, but this loader has "
+            f"{current[0]} batches of {current[1]}: its position in the saved epoch would continue another epoch "
+            "(batches skipped or repeated). Resume with the loader built as it was (the same dataset and batch "
+            "size), or load a state saved at an epoch's end"
+        )
+
+
+def warn_if_unsaved_buffer(loader: Any) -> None:
+    """Warn when ``loader`` resumes from its own state but shuffles through a buffer that state leaves out: a Hugging
+    Face ``datasets.IterableDataset.shuffle(buffer_size=...)`` (its ``_shuffling``), whose buffered samples a resume
+    loses. The caller warns once per loader."""
+    dataset = getattr(loader, "dataset", None)
+    if getattr(dataset, "_shuffling", None) is None or not type(dataset).__module__.startswith("datasets."):
+        return
+    warn_from_user_code(
+        f"sbdata: the wrapped {type(loader).__name__} resumes from its own state_dict, and its datasets."
+        "IterableDataset shuffles through a buffer (shuffle(buffer_size=...)) that the state does not hold: a "
+        "resume loses the buffered samples of the saved epoch, so it is only as exact as that state. For an exact "
+        "resume, shuffle a map-style Dataset (its sampler's order is replayed) or do without the buffer",
+        RuntimeWarning,
+    )

@@ -3,8 +3,9 @@
 Every front end scores with the model object it was given. In a DataLoader worker process that object is a
 copy made when the worker started, so it never sees an optimizer step: selection would silently use stale
 weights. In another thread of the training process it is the live model, but the scoring forward would read
-parameters while ``optimizer.step()`` updates them in place (a torn mix of two steps), and with
-``score_mode="train"`` it would save and restore normalisation buffers underneath the training forward.
+parameters while ``optimizer.step()`` updates them in place (a torn mix of two steps), and it would unbind (the
+default ``score_mode="batch"``) or save and restore (``"train"``) normalisation buffers underneath the training
+forward.
 """
 
 from __future__ import annotations

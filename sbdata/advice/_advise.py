@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 import sbdata.batch as _batch
-from sbdata._util import epoch_length, model_device, warn_from_user_code
+from sbdata._util import epoch_length, model_device
 from sbdata.advice._pricing import price, times
 from sbdata.advice._settings import Candidates, Measurement, Training
 from sbdata.advice._timing import default_clock, time_steps
@@ -49,7 +49,7 @@ from sbdata.advice._trial import (
 )
 from sbdata.auto import CostTable
 from sbdata.distributed import scoring_module
-from sbdata.scoring import MODE_RATIO_LIMIT, Scorer
+from sbdata.scoring import Scorer
 
 __all__ = ["Advice", "advise"]
 
@@ -90,10 +90,6 @@ class Advice:
             lower of the two final qualities over the option's (> 1: faster; 0.0: it ended no higher than it
             started); ``curve`` the :class:`~sbdata.advice.Curve` of checkpoints.
         trial_note: why there was no trial, or why it was shorter than asked ("" otherwise).
-        score_mode_ratio: for a model with BatchNorm-like running statistics, the mean loss of the first timed batch
-            scored in eval mode (the loader's default ``score_mode="eval"``) over its mean loss with the batch's own
-            statistics (``score_mode="train"``); above 3 advise warns and its recommendation names
-            ``score_mode="train"``. nan for other models (and with ``score="gradnorm"``).
     """
 
     batch: int
@@ -108,7 +104,6 @@ class Advice:
     trial_steps: int = 0
     trial: list[dict[str, Any]] = field(default_factory=list)
     trial_note: str = ""
-    score_mode_ratio: float = math.nan
 
     def __str__(self) -> str:
         alike = "1 = all alike" if self.tau < 1.2 else "1 = all alike; higher: a few samples carry much of the loss"
@@ -223,10 +218,9 @@ def advise(
     rows, recommendation, choice = price(timed.batch, length, costs, timed.tau, candidates)
     tau = timed.tau if math.isfinite(timed.tau) else 1.0
     share = costs.score(timed.batch) / costs.train(timed.batch)
-    advice = Advice(timed.batch, length, steps, costs, tau, share, rows, recommendation, choice,
-                    score_mode_ratio=timed.score_mode_ratio)  # fmt: skip
+    advice = Advice(timed.batch, length, steps, costs, tau, share, rows, recommendation, choice)
     # 4. decide: from the trial's measurements where it ran
-    return _with_score_mode(_decided(advice, trials, trial, note))
+    return _decided(advice, trials, trial, note)
 
 
 def _steps(loader: Iterable[Any], measurement: Measurement) -> int:
@@ -252,21 +246,6 @@ def _check_model_and_trial(model: nn.Module, training: Training, measurement: Me
             "advise trains copies of the model in this process alone, and an FSDP-sharded model cannot be copied: "
             "call it on an unsharded model (e.g. on one rank, before sharding)"
         )
-
-
-def _with_score_mode(advice: Advice) -> Advice:
-    """``advice``, warned about and with its recommendation naming ``score_mode="train"`` where eval-mode scores are
-    far above train-mode ones (BatchNorm statistics far off)."""
-    ratio = advice.score_mode_ratio
-    if not ratio > MODE_RATIO_LIMIT:
-        return advice
-    said = (
-        f"scored as the loader scores by default (score_mode=\"eval\": BatchNorm's running statistics), your model's "
-        f"losses are {ratio:.1f}x those with each batch's own statistics (above {MODE_RATIO_LIMIT:g}x): the running "
-        'statistics are still far off, so selection would rank samples by them; pass score_mode="train" to the loader'
-    )
-    warn_from_user_code(said)
-    return dataclasses.replace(advice, recommendation=f"{advice.recommendation}; {said}")
 
 
 def _decided(advice: Advice, trials: list[dict[str, Any]], steps: int, note: str) -> Advice:

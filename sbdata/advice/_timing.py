@@ -1,12 +1,9 @@
 """``advise``'s first step: time the scoring pass and a training step at the loader's batch size and at a quarter of
-it (interleaved, after a warm-up), and measure how unequal the scores are (``tau``), on the first loader batches; on
-the first of them, for a model with BatchNorm-like running statistics, compare eval-mode with train-mode scores
-(:func:`~sbdata.scoring.score_two_ways`)."""
+it (interleaved, after a warm-up), and measure how unequal the scores are (``tau``), on the first loader batches."""
 
 from __future__ import annotations
 
 import copy
-import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,7 +16,7 @@ import sbdata.batch as _batch
 from sbdata.advice._branch import train_once
 from sbdata.advice._settings import TrainStep
 from sbdata.auto import CostTable, score_sums, tau_from_sums
-from sbdata.scoring import Scorer, has_running_stats, score_two_ways
+from sbdata.scoring import Scorer
 
 
 @dataclass(frozen=True)
@@ -31,15 +28,12 @@ class Timed:
         tau: the variance-reduction factor of the scores at B (1: the scores are all alike).
         score_seconds: per batch size (B and ``B // 4``), the median seconds of a scoring pass.
         train_seconds: per batch size, the median seconds of a training step.
-        score_mode_ratio: on the first batch, the mean eval-mode scoring loss over the mean train-mode one (batch
-            statistics), for a model with running statistics scored by loss; nan otherwise.
     """
 
     batch: int
     tau: float
     score_seconds: dict[int, float]
     train_seconds: dict[int, float]
-    score_mode_ratio: float = math.nan
 
     def cost_table(self) -> CostTable:
         """The :class:`~sbdata.CostTable` fitted to the medians."""
@@ -69,8 +63,6 @@ def time_steps(
     seconds: dict[str, dict[int, list[float]]] = {"score": {}, "train": {}}
     sums = torch.zeros(3, dtype=torch.float64, device=device)
     batch_size = 0
-    mode_ratio = math.nan
-    compare_modes = scorer.score == "loss" and scorer.score_mode == "eval" and has_running_stats(model)
     for index in range(steps):
         batch = next(batches, None)
         if batch is None:
@@ -79,9 +71,6 @@ def time_steps(
         n = _batch.sample_count(inputs) or 0
         batch_size = max(batch_size, n)
         small = max(1, n // 4)
-        if index == 0 and compare_modes:  # before any timing: not timed
-            train_mode = scorer.replace(score_mode="train")
-            mode_ratio = float(score_two_ways(scorer, train_mode, model, inputs, targets, n, device, keep=1.0).ratio)
         for size in (n, small) if index % 2 == 0 else (small, n):
             sub = torch.arange(size, device=device)
             x, y = _batch.select(inputs, sub), _batch.select(targets, sub)
@@ -95,7 +84,7 @@ def time_steps(
             _record(seconds["train"], size, timer() - started, index, steps)
     total, squares, count = sums.tolist()
     tau = tau_from_sums(total, squares, count) if count else 1.0
-    return Timed(batch_size, tau, _medians(seconds["score"]), _medians(seconds["train"]), mode_ratio)
+    return Timed(batch_size, tau, _medians(seconds["score"]), _medians(seconds["train"]))
 
 
 def default_clock(device: torch.device) -> Callable[[], float]:

@@ -69,12 +69,13 @@ class LossCache:
     Either way the host knows which samples are stale from the ids alone (read before the batch moves to the
     device), so a lookup never waits for the device: it gathers the cached losses and says which positions to
     score, a bucket of the stalest (:func:`bucket_size`). ``observe`` never waits either: ids that are on the device
-    (the yielded batch's id tensor, or a :class:`~sbdata.KeptColumn` of keys) reach the host in groups of 64
-    observations, and all of them at the end of each epoch, in ``state_dict`` and when the cache is asked what it
-    holds (one synchronisation per epoch; ``_inflight.py``). Dense losses are written on the device at once; keyed
-    ones, and the times, once their ids have landed. An observed sample looked up again before that (in the same
-    epoch, e.g. with ``unit="step"``) is scored rather than reused; a late observation never replaces a loss scored
-    after it.
+    (the yielded batch's id tensor, or a :class:`~sbdata.KeptColumn` of keys) reach the host in non-blocking copies
+    of 64 observations, and the rest at the end of each epoch, each applied once it has landed (``_inflight.py``);
+    only ``state_dict`` and asking the cache what it holds wait for them. Dense losses are written on the device at
+    once; keyed ones, and the times, once their ids have landed. An observed sample looked up again before that is
+    scored rather than reused; a late observation never replaces a loss scored after it. Ids that arrive on the
+    device in the loader's batch are read on the host at each lookup (one synchronisation per SB step, which the
+    host-side plan needs): keep them on the host, where a ``DataLoader`` yields them.
 
     A cached loss is fresh while ``now - measured <= staleness``, counted in epochs or in loader batches (``unit``).
     Losses enter the cache when a sample is scored, and through ``observe`` (the losses the training step computed
@@ -88,14 +89,12 @@ class LossCache:
       scored. A sample never measured is stamped by its first observation (the loss is that recent, and otherwise
       the observation would be thrown away by a rescoring).
 
-    Choose ``"scored"`` where a scoring call has a large fixed cost next to its per-sample cost (small models on a
-    CPU); ``"observed"`` where the per-sample cost dominates (larger models, GPUs). Measured on the benchmark ConvNet
-    (MNIST-1D 20k, CPU, top-k keep 0.25, staleness 2; ``benchmarks/README.md``): against the same cache without
-    ``observe``, ``"observed"`` scored 14% fewer samples in 2.4x the calls (744, in 4 sizes) and took 1.051x the
-    seconds; ``"scored"`` scored in the same 315 calls and took 1.014x (the ``observe`` call's own cost). Either way
-    no value older than ``staleness`` is used: in ``"scored"`` mode an observed value is younger than its recorded
-    time. A :class:`~sbdata.PruningSampler` merging the ranks' caches picks each sample's entry by its recorded
-    time: in ``"scored"`` mode a rank's observed loss may give way to another rank's older one, scored more recently.
+    Choose ``"scored"`` where a scoring call has a large fixed cost next to its per-sample cost (small models on a CPU);
+    ``"observed"`` where the per-sample cost dominates (larger models, GPUs); what each costs on the benchmark ConvNet
+    is in ``docs/guide/reuse_losses.md``. Either way no value older than ``staleness`` is used: in ``"scored"`` mode an
+    observed value is younger than its recorded time. A :class:`~sbdata.PruningSampler` merging the ranks' caches picks
+    each sample's entry by its recorded time: in ``"scored"`` mode a rank's observed loss may give way to another rank's
+    older one, scored more recently.
 
     **A warm cache** (:meth:`warm_start`) carries the entries of an earlier run's cache (its ``state_dict``, e.g. from
     that run's checkpoint) into a new run by stable sample ids, so that retraining on data the model mostly knows
@@ -226,10 +225,12 @@ class LossCache:
         else:
             self._table.observe_host(self._table.host_ids(ids), losses, now, restamps)
 
-    def settle(self) -> None:
-        """Apply every observation still on its way to the host (one synchronisation; the engine calls this at the
-        end of each epoch)."""
-        self._table.land(wait=True)
+    def settle(self, wait: bool = True) -> None:
+        """Apply the observations still on their way to the host: start the copy of those not yet sent, then apply
+        every one (``wait``: one synchronisation) or those that have landed (never waits; the engine's call at the
+        end of each epoch, the rest landing at a later lookup)."""
+        self._table.in_flight.ship()
+        self._table.land(wait=wait)
 
     # ----------------------------------------------------------------- state
     @property

@@ -4,9 +4,9 @@
 :class:`~sbdata.KeptColumn` whose kept indices are there. The losses are written on the device at once where the
 device knows where they go (dense ids); what the host must learn (when each sample was measured, and for keyed
 ids the keys themselves) waits here. Every :data:`SHIP_EVERY` observations travel to the host in one non-blocking copy
-(:class:`~sbdata._hostcopy.HostCopy`), applied once it has landed; the rest are read when the cache settles: at the
-end of each epoch, in ``state_dict``, and when the cache is asked what it holds. That read is one synchronisation
-per epoch, never one per step.
+(:class:`~sbdata._hostcopy.HostCopy`), applied once it has landed; at the end of each epoch the rest start their copy
+too, applied once landed (at a later lookup). Only ``state_dict`` and asking the cache what it holds (``len``, ``in``)
+wait for them (one synchronisation each): an epoch of SB steps, its end included, never waits.
 """
 
 from __future__ import annotations
@@ -55,9 +55,10 @@ class InFlight:
         """Hold one observation; a full group starts its copy to the host (non-blocking)."""
         self._open.append(observation)
         if len(self._open) >= SHIP_EVERY:
-            self._ship()
+            self.ship()
 
-    def _ship(self) -> None:
+    def ship(self) -> None:
+        """Start the copy of the observations not yet on their way (non-blocking)."""
         if self._open:
             ids = torch.cat([observation.ids.reshape(-1).long() for observation in self._open])
             self._shipped.append((HostCopy(ids), self._open))
@@ -67,7 +68,7 @@ class InFlight:
         """The observations whose ids have reached the host, oldest first, each with its host ids (an int array, or
         the list of keys); with ``wait``, all of them (one synchronisation)."""
         if wait:
-            self._ship()
+            self.ship()
         while self._shipped and (wait or self._shipped[0][0].ready()):
             copy, group = self._shipped.popleft()
             values, offset = copy.value(), 0

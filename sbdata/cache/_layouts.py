@@ -4,7 +4,7 @@ A table holds per-sample losses on the scoring device and, on the host, when eac
 (checks them, finds their entries, marks them scored) but nothing of staleness or buckets, which the cache decides
 the same way for both layouts. Ids handed to ``observe`` on the device (a tensor, or a :class:`~sbdata.KeptColumn`)
 reach the host in groups (``_inflight.py``): no copy per call; :meth:`LossTable.land` applies those that have
-arrived, and all of them when the cache settles (the epoch's end, ``state_dict``).
+arrived, and all of them when asked to wait (``state_dict``, ``len``, ``in``).
 
 An observed loss restamps its samples (``restamp``, the cache's ``refresh="observed"``) or only replaces their
 values (stamping those never measured). Either way no recorded time is later than its value's: the bound holds; and

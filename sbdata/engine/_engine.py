@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from sbdata._util import flush_deferred_warnings, model_device
+from sbdata._util import available_device, flush_deferred_warnings, model_device
 from sbdata.auto import Keep
 from sbdata.cache import LossCache
 from sbdata.distributed import in_job, joined_late, make_lockstep, scoring_module
@@ -34,7 +34,7 @@ from sbdata.engine._options import (
     SplitFn,
     SyncMode,
 )
-from sbdata.engine._passes import Passes
+from sbdata.engine._passes import Passes, enter_selection, leave_selection
 from sbdata.engine._precision import DEFAULT_CHECK_EVERY
 from sbdata.engine._sb_step import SBStep
 from sbdata.engine._schedule import Schedule
@@ -70,7 +70,7 @@ class SelectionEngine:
         schedule: Schedule | None = None,
         scale_factor: float = 1.0,
         device: torch.device | str | None = None,
-        score_mode: ScoreMode = "eval",
+        score_mode: ScoreMode = "batch",
         autocast_dtype: torch.dtype | None = None,
         autocast_check_every: int = DEFAULT_CHECK_EVERY,
         score: ScoreName = "loss",
@@ -93,7 +93,7 @@ class SelectionEngine:
         _options.check_engine_options(model, schedule, batch_size, drop_last)
         self.model = model
         self.schedule = schedule if schedule is not None else Schedule()
-        self.device = torch.device(device) if device is not None else model_device(model)
+        self.device = available_device(device) if device is not None else model_device(model)
         self._lockstep = make_lockstep(sync, process_group, self.device)
         self._built_in_job = in_job()
         self.tracker = StatsTracker()
@@ -253,6 +253,7 @@ class SelectionEngine:
                 ``torch.distributed``, when that is so on any rank (see :class:`~sbdata.distributed.Lockstep`).
         """
         flush_deferred_warnings()  # warned in a backward thread: now, at the user's line that asked for a batch
+        enter_selection(self)  # another engine's batch on this thread's stack: nested selection, refused
         if self.controller is not None:
             self.controller.output_requested()  # the training step on the last output ended
         try:
@@ -264,6 +265,8 @@ class SelectionEngine:
         except StopIteration:
             self._passes.finish()
             raise
+        finally:
+            leave_selection()
 
     def iterate(self, source: Iterator[Any]) -> Iterator[Any]:
         """Generator form of :meth:`next_output` for the current pass (start it with :meth:`start_pass` first).
@@ -282,10 +285,14 @@ class SelectionEngine:
         flush_deferred_warnings()
         if self.pool is not None:
             raise ValueError("process() yields one batch per loader batch; it cannot serve the pooled batch_size= path")
-        if self.controller is not None:
-            self.controller.output_requested()
-        self.push(batch, emit_empty=True)
-        return self.pop_output()
+        enter_selection(self)
+        try:
+            if self.controller is not None:
+                self.controller.output_requested()
+            self.push(batch, emit_empty=True)
+            return self.pop_output()
+        finally:
+            leave_selection()
 
     # ----------------------------------------------------------------- the driver protocol
     def push(self, batch: Any, emit_empty: bool = False, active: bool | None = None) -> None:
@@ -338,10 +345,10 @@ class SelectionEngine:
 
         ``losses`` is ``(B,)`` (e.g. ``F.cross_entropy(model(x), y, reduction="none")``); it is detached and kept on
         the device, so nothing synchronises. With a cache they are recorded into it: samples so observed need no
-        rescoring while fresh. On the first 3 observed batches of a model with BatchNorm-like running statistics
-        scored in eval mode, the batch is also scored and compared with them (one scoring pass each, read once it
-        lands), and sbdata warns once, naming ``score_mode="train"``, when the scoring losses average more than 3x
-        the training losses.
+        rescoring while fresh. With ``score_mode="eval"``, on the first 3 observed batches of a model with
+        BatchNorm-like running statistics, the batch is also scored and compared with them (one scoring pass each,
+        read once it lands), and sbdata warns once, naming the default ``score_mode="batch"``, when the scoring
+        losses average more than 3 times the training losses.
         """
         self.sb_step.observe(batch, losses, self._intake.cache_time())
 

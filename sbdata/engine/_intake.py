@@ -133,10 +133,10 @@ class Intake:
         self.tracker.scored(self.controller.measure(split, quality, batch, n))  # type: ignore[union-attr]
 
     def end_source(self) -> None:
-        """The epoch's source ran out: report a non-finite loss whose flag is still in flight, apply the cache's
-        observations in flight, then queue the pool's short rest (unless ``drop_last``)."""
+        """The epoch's source ran out: report a non-finite loss whose flag is still in flight, send the cache's observed
+        ids on their way, then queue the pool's short rest (unless ``drop_last``)."""
         self.sb_step.settle()
-        self.sb_step.settle_cache()  # observations whose ids are still in flight: one read per epoch
+        self.sb_step.settle_cache()  # observed ids still on the device start for the host: nothing waits
         self.emitter.end_source()
 
     def fill(self, source: Iterator[Any]) -> bool:

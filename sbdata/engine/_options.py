@@ -38,7 +38,9 @@ ReduceFn: TypeAlias = Callable[[torch.Tensor, Any], torch.Tensor]
 """``reduce(losses, targets) -> (B,)`` per-sample losses."""
 IdKey: TypeAlias = str | int | Callable[[Any], Any]
 """Where a batch keeps per-sample ids: a mapping key, a tuple position or ``callable(batch)``."""
-ScoreMode: TypeAlias = Literal["eval", "train"]
+ScoreMode: TypeAlias = Literal["batch", "eval", "train"]
+"""How the scoring forward runs (``score_mode=``): normalising with each batch's own statistics, in eval mode, or in
+train mode."""
 ScoreName: TypeAlias = Literal["loss", "gradnorm"]
 """What the scoring pass measures per sample (``score=``): the loss, or its gradient norm w.r.t. the outputs."""
 NanPolicy: TypeAlias = Literal["raise", "drop", "keep"]
@@ -59,7 +61,13 @@ class EngineOptions(TypedDict, total=False):
         schedule: a :class:`~sbdata.Schedule`; None selects on every batch. Default None.
         scale_factor: downsampling of the inputs for scoring only, in (0, 1]. Default 1.
         device: scoring device; None uses the model's. Tensor fields are moved there. Default None.
-        score_mode: ``"eval"`` or ``"train"`` (batch statistics, buffers restored). Default ``"eval"``.
+        score_mode: how the scoring forward runs. ``"batch"``: as training normalises, dropout off (the model in
+            eval mode, but BatchNorm-like layers use the batch's own statistics and update no running statistics:
+            nothing in the model changes). ``"eval"``: the model's eval mode (running statistics; on its first 3
+            ``observe`` calls sbdata compares the scoring losses with the training losses and warns when the
+            running statistics are far off). ``"train"``: train mode, dropout drawn from a seeded stream, every
+            buffer restored. Without BatchNorm-like layers ``"batch"`` and ``"eval"`` are the same pass.
+            Default ``"batch"``.
         autocast_dtype: dtype for ``torch.autocast`` around the scoring pass (e.g. ``torch.bfloat16``: a cheaper
             pass); None disables. Checked while it runs (``autocast_check_every``). Default None.
         autocast_check_every: with ``autocast_dtype``, every this many SB steps one batch is also scored at full

@@ -2,10 +2,50 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from sbdata.batch import decode, encode
+
+NESTED = (
+    "sbdata: a selection stage inside another: this loader's batches come from one that already selects (an SBLoader, "
+    "an SBCollator as its collate_fn, a sbdata.nodes.SBSelector or an sb_select stage), so every batch would be "
+    "scored and cut twice. Wrap the plain loader once (a trainer integration wraps it for you: give it the plain "
+    "loader)"
+)
+
+
+class _Selecting(threading.local):
+    """The engine whose loader batch this thread is processing, if any (one per thread)."""
+
+    engine: object | None = None
+
+    def enter(self, engine: object) -> None:
+        if self.engine is not None and self.engine is not engine:
+            raise RuntimeError(NESTED)
+        self.engine = engine
+
+    def leave(self) -> None:
+        self.engine = None
+
+
+_SELECTING = _Selecting()
+
+
+def enter_selection(engine: object) -> None:
+    """Mark this thread as processing one of ``engine``'s batches until :func:`leave_selection`.
+
+    Raises:
+        RuntimeError: when this thread is already inside another engine's batch (a selection stage reading
+            another's batches), naming the fix.
+    """
+    _SELECTING.enter(engine)
+
+
+def leave_selection() -> None:
+    """This thread's batch is done (see :func:`enter_selection`)."""
+    _SELECTING.leave()
 
 
 class Passes:

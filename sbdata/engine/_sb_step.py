@@ -278,9 +278,10 @@ class SBStep:
         self.finite_check.settle()
 
     def settle_cache(self) -> None:
-        """Apply the cache's observations whose ids are still in flight (one read; nothing without a cache)."""
+        """Send the cache's observed ids still on the device to the host and apply those landed (never waits; nothing
+        without a cache)."""
         if self.cache is not None:
-            self.cache.settle()
+            self.cache.settle(wait=False)
 
     def observe(self, batch: Any, losses: torch.Tensor, now: int) -> None:
         """Take per-sample training losses of a yielded ``batch`` (detached, no sync): recorded into the cache, if

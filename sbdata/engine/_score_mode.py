@@ -1,10 +1,11 @@
 """The scoring-mode check: on the first observed batches of a model with BatchNorm-like running statistics scored in
-eval mode (the default ``score_mode="eval"``), compare the scoring pass's losses with the training losses the user
-observed on the same samples, and warn once when the scoring losses are far above them.
+eval mode (``score_mode="eval"``, which the user chose: the default ``"batch"`` normalises with each batch's own
+statistics, as training does), compare the scoring pass's losses with the training losses the user observed on the
+same samples, and warn once when the scoring losses are far above them.
 
 Early in training (or after a change of data) eval-mode running statistics can be far from the batches' own (a
 ResNet-18's eval loss was 36.7 at its second epoch), so eval-mode scores rank samples by statistics the training
-step does not use; ``score_mode="train"`` scores with the batch's own statistics (every buffer restored afterwards).
+step does not use; the default ``score_mode="batch"`` scores with the batch's own statistics (nothing updated).
 The check runs where sbdata sees training losses (``observe``), on the first :data:`OBSERVES_CHECKED` calls: each
 costs one scoring pass of the observed batch (counted in ``stats.samples_checked``). The ratio of each batch's mean
 losses (scoring over training) travels to the host as a :class:`~sbdata.batch.HostCopy` and is read once it has
@@ -97,8 +98,8 @@ class ScoreModeCheck:
             f'the scoring pass (score_mode="eval": BatchNorm\'s running statistics) gives losses {ratio:.1f}x the '
             f"training losses you observed on the same samples (mean losses, over {self.tracker.score_mode_checks()} "
             f"batch(es); sbdata warns above {MODE_RATIO_LIMIT:g}x): the running statistics are still far from the "
-            'batches\' own, so selection ranks samples by statistics training does not use. Pass score_mode="train" '
-            "(scores with each batch's own statistics; every buffer is restored after the pass)"
+            'batches\' own, so selection ranks samples by statistics training does not use. Pass score_mode="batch" '
+            "(the default: scores with each batch's own statistics, as training does, and updates nothing)"
         )
 
     def state_dict(self) -> dict[str, Any]:

@@ -11,6 +11,11 @@ import torch
 __all__ = ["SBStats"]
 
 LAZY_STEPS = 16  # SB steps whose loss sums are added up in one go
+_SHOWN = (  # what print(stats) shows, in this order; the first four always, the rest where they say something
+    "steps", "sb_steps", "samples_seen", "samples_kept", "backprop_fraction", "mean_loss_kept", "mean_loss_dropped",
+    "scoring_seconds", "samples_reused", "samples_checked", "auto_on", "auto_keep", "auto_trials", "auto_speedup",
+    "precision_agreement", "precision_fallback", "score_mode_ratio",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,22 @@ class SBStats:
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "backprop_fraction": self.backprop_fraction}
+
+    def __str__(self) -> str:
+        """The fields a user reads, as ``print(loader.stats)`` shows them: the counts, the share that reached the
+        backward pass, the kept and dropped samples' mean loss and the scoring seconds, then what applies to this
+        run (reused, checked, ``keep="auto"``'s decision, the precision check); a value that is nan, 0 or False
+        (nothing measured yet, or not used) is left out. ``repr`` and :meth:`as_dict` hold every field."""
+        auto = not math.isnan(self.auto_on_share)
+        shown = []
+        for index, name in enumerate(_SHOWN):
+            value = getattr(self, name)
+            if name.startswith("auto_") and not auto:
+                continue
+            if index >= 4 and name != "auto_on" and (value is False or value == 0 or value != value):
+                continue
+            shown.append(f"{name}={value:.4g}" if isinstance(value, float) else f"{name}={value}")
+        return f"SBStats({', '.join(shown)})"
 
 
 class StatsTracker:

@@ -1,6 +1,6 @@
 """The scoring pass: per-sample scores of the live model with no side effects (modes, RNG and BatchNorm statistics
-restored), by loss or by the norm of the loss's gradient with respect to the outputs; and one batch scored two ways
-(``score_two_ways``, ``compare``: the agreement of the kept sets), which sbdata's self-checks use.
+restored), by loss or by the norm of the loss's gradient with respect to the outputs; and two score vectors of one
+batch compared (``compare``: the agreement of the kept sets), which sbdata's self-checks use.
 
 Not user API: this surface serves the layers above it and the benchmarks (a user imports what they need of it from
 ``sbdata``). Its ``__all__`` is the sum of its private modules' ``__all__``.

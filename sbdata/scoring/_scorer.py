@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -12,13 +13,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sbdata._util import warn_from_user_code
 from sbdata.batch import as_tensor, map_fields
 from sbdata.scoring._gradnorm import SCORES, closed_form_ignore_index, gradnorm
 
 __all__ = ["Scorer", "dropout_seed", "per_sample_loss_fn"]
 
 _INTERPOLATION = {3: "linear", 4: "bilinear", 5: "trilinear"}
-SCORE_MODES = ("eval", "train")
+SCORE_MODES = ("batch", "eval", "train")
 _SCORE_DTYPES = (torch.float32, torch.float64)  # per-sample losses of these dtypes are returned as they are
 
 
@@ -77,26 +79,57 @@ def _seed_streams(seed: int, device: torch.device) -> None:
 _MODULE_TRAIN = nn.Module.train
 
 
-def _walk(model: nn.Module) -> tuple[list[nn.Module], list[bool], bool]:
+def _walk(model: nn.Module, stats: bool = False) -> tuple[list[nn.Module], list[bool], bool, list[nn.Module]]:
     """The modules of ``model`` (each once, as ``model.modules()`` but without the names ``named_modules`` makes),
-    their ``training`` flags, and whether none overrides ``nn.Module.train`` (then the flags may be set directly).
+    their ``training`` flags, whether none overrides ``nn.Module.train`` (then the flags may be set directly), and,
+    with ``stats``, the modules that normalise with tracked running statistics (BatchNorm, SyncBatchNorm, an
+    InstanceNorm with ``track_running_stats=True``: a ``running_mean`` buffer and ``track_running_stats``).
 
     Walked on every scoring pass, so that a module added or replaced since the last one is put in the scoring mode
     too; one loop, since it runs once per SB step.
     """
     modules = [model]
     flags: list[bool] = []
+    normed: list[nn.Module] = []
     seen = {id(model)}
     plain = True
     for module in modules:  # grows while it is iterated: breadth first
         flags.append(module.training)
         if plain and type(module).train is not _MODULE_TRAIN:
             plain = False
+        if stats and module._buffers.get("running_mean") is not None and getattr(module, "track_running_stats", False):
+            normed.append(module)
         for child in module._modules.values():
             if child is not None and id(child) not in seen:
                 seen.add(id(child))
                 modules.append(child)
-    return modules, flags, plain
+    return modules, flags, plain, normed
+
+
+_STATS = ("running_mean", "running_var")
+
+
+def _own_statistics(normed: list[nn.Module]) -> list[tuple[nn.Module, dict[str, torch.Tensor | None]]]:
+    """Make each module of ``normed`` (in eval mode) normalise with the batch's own statistics without updating its
+    running ones: its running buffers are unbound (``None``) and ``track_running_stats`` is off for the pass, which
+    torch's BatchNorm and InstanceNorm read as "batch statistics, nothing to update" (a SyncBatchNorm in eval mode
+    then does not synchronise either). Returns what :func:`_restore_statistics` puts back; nothing is copied."""
+    saved = []
+    for module in normed:
+        buffers = module._buffers
+        held = {name: buffers[name] for name in _STATS if name in buffers}
+        saved.append((module, held))
+        for name in held:
+            buffers[name] = None
+        object.__setattr__(module, "track_running_stats", False)
+    return saved
+
+
+def _restore_statistics(saved: list[tuple[nn.Module, dict[str, torch.Tensor | None]]]) -> None:
+    """Rebind the running statistics :func:`_own_statistics` unbound and turn their tracking back on."""
+    for module, buffers in saved:
+        module._buffers.update(buffers)
+        object.__setattr__(module, "track_running_stats", True)
 
 
 def _set_training(model: nn.Module, modules: list[nn.Module], flag: bool, plain: bool) -> None:
@@ -123,18 +156,22 @@ def _restore_training(model: nn.Module, modules: list[nn.Module], flags: list[bo
 def scoring_mode(model: nn.Module, mode: str, device: torch.device, seed: int | None = None) -> Iterator[None]:
     """Put ``model`` in ``mode`` for one pass and restore everything afterwards, also on an exception.
 
-    Restores every submodule's own train/eval flag. In ``"train"`` mode every buffer of every submodule is
-    snapshotted and restored in place afterwards, also if the forward rebound it (BatchNorm running statistics,
-    ``spectral_norm``'s ``_u``/``_v``, any parametrization's buffers); and the global RNGs are
-    forked, so the pass leaves no trace. With ``seed``, dropout inside the pass draws from a stream seeded with it
-    (see :func:`dropout_seed`) instead of from the global RNGs' current state.
+    Restores every submodule's own train/eval flag. In ``"batch"`` mode (eval mode, but normalisation layers with
+    running statistics use the batch's own, see :func:`_own_statistics`) their running buffers are rebound and their
+    tracking turned back on. In ``"train"`` mode every buffer of every submodule is snapshotted and restored in place
+    afterwards, also if the forward rebound it (BatchNorm running statistics, ``spectral_norm``'s ``_u``/``_v``, any
+    parametrization's buffers); and the global RNGs are forked, so the pass leaves no trace. With ``seed``, dropout
+    inside a ``"train"`` pass draws from a stream seeded with it (see :func:`dropout_seed`) instead of from the global
+    RNGs' current state.
     """
-    modules, flags, plain = _walk(model)
+    modules, flags, plain, normed = _walk(model, mode == "batch")
     saved: list[tuple[nn.Module, str, torch.Tensor, torch.Tensor]] = []
+    unbound: list[tuple[nn.Module, dict[str, torch.Tensor | None]]] = []
     with contextlib.ExitStack() as stack:
         try:
-            if mode == "eval":
+            if mode != "train":
                 _set_training(model, modules, False, plain)
+                unbound = _own_statistics(normed)
             else:
                 _set_training(model, modules, True, plain)
                 for module in modules:
@@ -148,12 +185,25 @@ def scoring_mode(model: nn.Module, mode: str, device: torch.device, seed: int | 
                     _seed_streams(seed, device)
             yield
         finally:
+            _restore_statistics(unbound)
             if saved:
                 with torch.no_grad():
                     for module, name, buffer, value in saved:
                         module._buffers[name] = buffer  # a forward that rebinds a buffer gets the original back
                         buffer.copy_(value)  # in place (kernels such as batch_norm's need not bump _version)
             _restore_training(model, modules, flags, plain)
+
+
+def _enlarged(outputs: torch.Size, targets: torch.Size) -> torch.Size | None:
+    """The shape ``outputs`` and ``targets`` broadcast to when it is larger than either (e.g. (B, 1) outputs with (B,)
+    targets give (B, B)); else None (equal shapes, shapes that do not broadcast, one shape covering the other)."""
+    if outputs == targets:
+        return None
+    try:
+        joint = torch.broadcast_shapes(outputs, targets)
+    except RuntimeError:
+        return None
+    return joint if joint != outputs and joint != targets else None
 
 
 class Scorer:
@@ -164,8 +214,13 @@ class Scorer:
         forward: ``forward(model, inputs) -> outputs``; default ``model(inputs)``.
         reduce: ``reduce(losses, targets) -> (B,)`` for losses with extra dimensions (per token); default: mean
             over the non-batch dimensions.
-        score_mode: ``"eval"`` (BatchNorm uses running stats, dropout off) or ``"train"`` (batch statistics and
-            dropout drawn from a seeded stream of its own, with every buffer restored afterwards). Default ``"eval"``.
+        score_mode: how the forward runs (:data:`SCORE_MODES`). ``"batch"``: as the training forward normalises,
+            dropout off: the model in eval mode, except that normalisation layers with running statistics
+            (BatchNorm, SyncBatchNorm, InstanceNorm tracking them) use the batch's own statistics and update nothing.
+            ``"eval"``: the model's eval mode (running statistics, dropout off). ``"train"``: train mode (batch
+            statistics, dropout drawn from a seeded stream of its own), every buffer restored afterwards. For a model
+            without running statistics ``"batch"`` and ``"eval"`` are the same pass, and so they are for a batch of
+            one sample (which has no statistics of its own). Default ``"batch"``.
         scale_factor: in (0, 1]; below 1 the inputs (3, 4 or 5 dims) are downsampled for scoring only. Default 1.
         autocast_dtype: run the pass under ``torch.autocast`` with this dtype; None disables. Default None.
         score: ``"loss"`` (the per-sample loss) or ``"gradnorm"`` (the norm of each sample's loss gradient with
@@ -179,7 +234,7 @@ class Scorer:
         *,
         forward: Callable[[nn.Module, Any], Any] | None = None,
         reduce: Callable[[torch.Tensor, Any], torch.Tensor] | None = None,
-        score_mode: str = "eval",
+        score_mode: str = "batch",
         scale_factor: float = 1.0,
         autocast_dtype: torch.dtype | None = None,
         score: str = "loss",
@@ -197,7 +252,10 @@ class Scorer:
             if hook is not None and not callable(hook):
                 raise TypeError(f"{name} must be callable or None, got {type(hook).__name__}")
         if score_mode not in SCORE_MODES:
-            raise ValueError(f"score_mode must be one of {SCORE_MODES}, got {score_mode!r}")
+            raise ValueError(
+                f"score_mode must be one of {SCORE_MODES}, got {score_mode!r}: 'batch' normalises with each batch's "
+                "own statistics as training does, 'eval' with the running statistics, 'train' adds dropout"
+            )
         if isinstance(scale_factor, bool) or not isinstance(scale_factor, (int, float)) or not 0 < scale_factor <= 1:
             raise ValueError(
                 f"scale_factor must be in (0, 1], got {scale_factor!r}: it downsamples the scoring inputs only"
@@ -210,6 +268,7 @@ class Scorer:
             )
         self.forward = forward
         self.reduce = reduce
+        self._shapes_checked: tuple[torch.Size, torch.Size] | None = None  # outputs and targets known not to broadcast
         self.score_mode = score_mode
         self.scale_factor = float(scale_factor)
         self.autocast_dtype = autocast_dtype
@@ -308,14 +367,15 @@ class Scorer:
             targets = self._prepare(targets, device, "targets")
         if self.scale_factor != 1.0:
             inputs = self._downsample(inputs)
-        if self.score_mode == "eval" and self.autocast_dtype is None:
+        if self.score_mode != "train" and self.autocast_dtype is None:
             return self._eval_pass(model, inputs, targets, batch_size, measure)
         autocast = (
             torch.autocast(device.type, dtype=self.autocast_dtype)
             if self.autocast_dtype is not None
             else contextlib.nullcontext()
         )
-        with torch.no_grad(), scoring_mode(model, self.score_mode, device, seed), autocast:
+        mode = "eval" if self.score_mode == "batch" and batch_size < 2 else self.score_mode  # one sample: no statistics
+        with torch.no_grad(), scoring_mode(model, mode, device, seed), autocast:
             outputs = self.forward(model, inputs) if self.forward is not None else model(inputs)
             return measure(outputs, targets, batch_size)
 
@@ -349,18 +409,56 @@ class Scorer:
         self, model: nn.Module, inputs: Any, targets: Any, batch_size: int,
         measure: Callable[[Any, Any, int], Any],
     ) -> Any:  # fmt: skip
-        """The default pass (eval mode, no autocast): :func:`scoring_mode`'s eval branch written out, without its
-        context managers, since it runs once per SB step."""
-        modules, flags, plain = _walk(model)
+        """The default pass (``"batch"`` or ``"eval"``, no autocast): :func:`scoring_mode`'s branch written out,
+        without its context managers, since it runs once per SB step."""
+        modules, flags, plain, normed = _walk(model, self.score_mode == "batch" and batch_size > 1)
+        unbound: list[tuple[nn.Module, dict[str, torch.Tensor | None]]] = []
         with torch.no_grad():
             try:
                 _set_training(model, modules, False, plain)
+                unbound = _own_statistics(normed)
                 outputs = self.forward(model, inputs) if self.forward is not None else model(inputs)
                 return measure(outputs, targets, batch_size)
             finally:
+                _restore_statistics(unbound)
                 _restore_training(model, modules, flags, plain)
 
     def _loss(self, outputs: Any, targets: Any) -> Any:
+        if isinstance(outputs, torch.Tensor) and isinstance(targets, torch.Tensor):
+            shapes = (outputs.shape, targets.shape)
+            if shapes != self._shapes_checked:  # once per pair of shapes
+                self._shapes_checked = shapes
+                joint = _enlarged(*shapes)
+                if joint is not None:
+                    return self._unbroadcast_loss(outputs, targets, joint)
+        return self._call_loss(outputs, targets)
+
+    def _unbroadcast_loss(self, outputs: torch.Tensor, targets: torch.Tensor, joint: torch.Size) -> Any:
+        """The loss of outputs and targets whose shapes broadcast to ``joint``, larger than either: refused when the
+        losses come out in that shape (a loss that broadcast them, e.g. ``F.mse_loss`` on (B, 1) outputs and (B,)
+        targets, whose warning inside torch is then not shown); else the losses, with any warning the loss gave
+        issued again at the user's line.
+
+        Raises:
+            ValueError: naming both shapes, what they broadcast to, and the fix.
+        """
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            losses = self._call_loss(outputs, targets)
+        if isinstance(losses, torch.Tensor) and losses.shape == joint:
+            self._shapes_checked = None
+            raise ValueError(
+                f"the model's outputs {tuple(outputs.shape)} and the targets {tuple(targets.shape)} broadcast to "
+                f"{tuple(joint)} in the loss, so it is not one loss per sample (your training loss broadcasts the same "
+                "way): give the outputs the targets' shape, e.g. forward=lambda m, x: m(x).squeeze(1) for a (B, 1) "
+                "regression head with (B,) targets (and the same squeeze in your training step), or targets of the "
+                "outputs' shape"
+            )
+        for warning in caught:
+            warn_from_user_code(str(warning.message), warning.category)
+        return losses
+
+    def _call_loss(self, outputs: Any, targets: Any) -> Any:
         try:
             return self.loss_fn(outputs, targets)
         except (TypeError, AttributeError, ValueError, RuntimeError) as error:

@@ -1,30 +1,27 @@
 """One batch scored two ways, and how far the two agree: the piece behind sbdata's self-checks.
 
-Two scoring settings (low-precision autocast against full precision; eval-mode against train-mode BatchNorm
-statistics), or the scoring pass against the training losses a user observed, give two per-sample score vectors of
-one batch. :func:`compare` is the pure maths on two vectors: the share of the samples top-k would keep under the
-first that it also keeps under the second, ``|A ∩ B| / k``, and the ratio of their means.
-:func:`score_two_ways` runs both scoring passes (each side-effect free: modes, buffers and RNGs restored, no
-gradients) and compares them. Everything stays on the device: nothing is read on the host unless the caller reads
-it (e.g. through :class:`~sbdata.batch.HostCopy`).
+Two scoring settings (low-precision autocast against full precision), or the scoring pass against the training
+losses a user observed (eval-mode BatchNorm statistics against the batch's own), give two per-sample score vectors
+of one batch. :func:`compare` is the pure maths on two vectors: the share of the samples top-k would keep under the
+first that it also keeps under the second, ``|A ∩ B| / k``, and the ratio of their means. Everything stays on the
+device: nothing is read on the host unless the caller reads it (e.g. through :class:`~sbdata.batch.HostCopy`).
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import nn
 
 from sbdata.policies import keep_count
-from sbdata.scoring._scorer import Scorer
 
-__all__ = ["MODE_RATIO_LIMIT", "compare", "has_running_stats", "score_two_ways"]
+__all__ = ["MODE_RATIO_LIMIT", "compare", "has_running_stats"]
 
 _TINY = 1e-12  # the smallest denominator of a ratio (a loss of exactly 0)
 MODE_RATIO_LIMIT = 3.0
 """Above this ratio of the mean eval-mode scoring loss to the mean train-mode (training) loss of the same samples,
-sbdata says that the running statistics are far off and names ``score_mode="train"`` (three times the model's own
+sbdata says that the running statistics are far off and names ``score_mode="batch"`` (three times the model's own
 loss: far beyond the few per cent an optimizer step or dropout moves it; with far-off statistics the logits grow
 large, and the mean, unlike a median, counts the samples they make confidently wrong)."""
 
@@ -94,33 +91,6 @@ def compare(first: torch.Tensor, second: torch.Tensor, keep: float) -> TwoWays:
     mean_b = torch.where(finite, b64, 0.0).sum() / count
     ratio = mean_a / mean_b.clamp(min=_TINY)  # 0 / 0 (none finite): NaN
     return TwoWays(first, second, agreement, ratio.to(torch.float32))
-
-
-def score_two_ways(
-    first: Scorer,
-    second: Scorer,
-    model: nn.Module,
-    inputs: Any,
-    targets: Any,
-    batch_size: int,
-    device: torch.device,
-    *,
-    keep: float,
-    seed: int | None = None,
-) -> TwoWays:
-    """Score one batch with two scorers (e.g. ``scorer`` and ``scorer.replace(autocast_dtype=None)``) and compare.
-
-    Each pass is the scorer's own: under ``torch.no_grad()``, the model's modes, buffers and the global RNGs as they
-    were afterwards; ``seed`` seeds train-mode dropout alike in both. Nothing is read on the host.
-
-    Args:
-        first, second: the two scoring settings.
-        model, inputs, targets, batch_size, device, seed: as for :meth:`Scorer.__call__`.
-        keep: the share top-k keeps, for the agreement, in (0, 1].
-    """
-    a = first(model, inputs, targets, batch_size, device, seed)
-    b = second(model, inputs, targets, batch_size, device, seed)
-    return compare(a, b, keep)
 
 
 def _ranked(scores: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,6 @@
 """sbdata.advice: known spreads and fixed cost tables give known advice; the user's model and RNGs are untouched."""
 
 import math
-import warnings
 
 import pytest
 import torch
@@ -208,28 +207,3 @@ def test_a_loader_shorter_than_the_steps_is_refused_naming_the_fix():
     table = [1.0] * 128
     with pytest.raises(ValueError, match=r"the loader ended after 8 batches: pass Measurement\(steps=<at most 8>\)"):
         advise(loader(table), OracleModel(table), ce, measurement=Measurement(steps=9, costs=FE))
-
-
-def test_far_off_batchnorm_statistics_are_named_and_matching_ones_are_not():
-    """A planted BatchNorm model whose running statistics are far off: eval-mode losses far above train-mode ones;
-    advise warns once and its recommendation names score_mode="train". Statistics that match the data say nothing."""
-    torch.manual_seed(0)
-    data = [(torch.randn(32, 4), torch.randint(0, 2, (32,))) for _ in range(4)]
-    model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.BatchNorm1d(16), torch.nn.Linear(16, 2))
-    with torch.no_grad():
-        model[1].running_mean.fill_(-5.0)
-        model[1].running_var.fill_(1e-3)
-    with pytest.warns(UserWarning, match='pass score_mode="train" to the loader') as caught:
-        advice = advise(data, model, torch.nn.functional.cross_entropy, measurement=Measurement(steps=4, costs=FE))
-    assert len(caught) == 1 and caught[0].filename == __file__
-    assert advice.score_mode_ratio > 3 and advice.recommendation.endswith('pass score_mode="train" to the loader')
-    with torch.no_grad():
-        hidden = model[0](torch.cat([x for x, _ in data]))
-        model[1].running_mean.copy_(hidden.mean(0))
-        model[1].running_var.copy_(hidden.var(0))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        matching = advise(data, model, torch.nn.functional.cross_entropy, measurement=Measurement(steps=4, costs=FE))
-    assert matching.score_mode_ratio == pytest.approx(1.0, abs=0.2) and "score_mode" not in matching.recommendation
-    plain = advise(loader([1.0] * 128), OracleModel([1.0] * 128), ce, measurement=Measurement(steps=4, costs=FE))
-    assert math.isnan(plain.score_mode_ratio)  # no running statistics: not compared

@@ -165,8 +165,9 @@ def test_observe_misuse():
         ValueError, match=r"pass cache=LossCache\(...\) with id_key= to the loader, or drop the observe"
     ):
         plain.observe(BATCHES[0], torch.zeros(8))
-    normed = SBLoader(BATCHES, nn.Sequential(nn.Linear(1, 2), nn.BatchNorm1d(2)), ce)  # the BatchNorm check uses them
-    with pytest.warns(UserWarning, match='Pass score_mode="train"'):  # training losses 0: far below the scoring pass
+    eval_normed = nn.Sequential(nn.Linear(1, 2), nn.BatchNorm1d(2))
+    normed = SBLoader(BATCHES, eval_normed, ce, score_mode="eval")  # the BatchNorm check uses them
+    with pytest.warns(UserWarning, match='Pass score_mode="batch"'):  # training losses 0: far below the scoring pass
         normed.observe(BATCHES[0], torch.zeros(8))
     cached = SBLoader(BATCHES, model, ce, cache=LossCache(size=16), id_key="index")
     with pytest.raises(ValueError, match="shape \\(B,\\)"):

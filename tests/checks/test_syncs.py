@@ -275,3 +275,42 @@ def test_no_sync_on_cuda():  # pragma: no cover - runs where a GPU is lent
             finally:
                 torch.cuda.set_sync_debug_mode(0)
             list(outputs)
+
+
+@pytest.mark.parametrize("layout", ["dense", "keyed"])
+def test_the_cache_never_waits_for_observed_ids_within_or_at_the_end_of_an_epoch(layout, monkeypatch):
+    """Copies that land one poll late, as on a GPU: a copy of observed ids read before it reported ready is a wait
+    (a synchronisation). With a cache and observe(), over three epochs (their ends and starts included), none is;
+    state_dict, which must hold every observation, is the one place that waits."""
+    waits: list[str] = []
+    made = _hostcopy.HostCopy.__init__
+
+    def late_init(copy, tensor):
+        made(copy, tensor)
+        copy.polls, copy.origin = 0, Path(_caller()).name
+
+    def late_ready(copy):
+        copy.polls += 1
+        return copy.polls > 1  # lands at the second poll: one step after it was sent
+
+    original_value = _hostcopy.HostCopy.value
+
+    def value(copy):
+        if copy.polls < 2:
+            waits.append(copy.origin)
+        return original_value(copy)
+
+    monkeypatch.setattr(_hostcopy.HostCopy, "__init__", late_init)
+    monkeypatch.setattr(_hostcopy.HostCopy, "ready", late_ready)
+    monkeypatch.setattr(_hostcopy.HostCopy, "value", value)
+    sizes = {"size": 61} if layout == "dense" else {"capacity": 61}
+    model = OracleModel(LOSSES)
+    sb = SBLoader([], model, ce, keep=0.5, cache=LossCache(staleness=1, **sizes), id_key="index", nan_policy="keep")
+    for epoch in range(3):
+        sb.loader = batches(epoch, keys=False)
+        for out in sb:
+            sb.observe(out, ce(model(out["input"]), out["target"], reduction="none"))
+    assert [origin for origin in waits if origin == "_inflight.py"] == []
+    assert sb.stats.samples_reused > 0  # the observations landed and were used
+    sb.state_dict()
+    assert "_inflight.py" in waits  # the last epoch's observations, read in the checkpoint

@@ -1,6 +1,8 @@
-"""The scoring-mode check at ``observe``: a BatchNorm model whose running statistics are planted far off warns once,
-naming ``score_mode="train"``; one whose statistics match, a model without running statistics, and
-``score_mode="train"`` are left alone. Known answers: the planted statistics make every eval-mode loss large."""
+"""The scoring-mode check at ``observe``, for a model scored in eval mode (``score_mode="eval"``): a BatchNorm model
+whose running statistics are planted far off warns once, naming the default ``score_mode="batch"``; one whose
+statistics match, a model without running statistics, and the modes that score with the batch's own statistics
+(``"batch"``, the default, and ``"train"``) are left alone. Known answers: the planted statistics make every
+eval-mode loss large."""
 
 import warnings
 
@@ -45,8 +47,8 @@ def train(loader, model, observe=True):
 
 def test_far_off_running_statistics_warn_once_naming_the_fix():
     model = bn_model(planted=True)
-    loader = SBLoader(data(), model, F.cross_entropy, keep=0.5)
-    with pytest.warns(UserWarning, match='Pass score_mode="train"') as caught:
+    loader = SBLoader(data(), model, F.cross_entropy, keep=0.5, score_mode="eval")
+    with pytest.warns(UserWarning, match='Pass score_mode="batch"') as caught:
         train(loader, model)
     said = [w for w in caught if "score_mode" in str(w.message)]
     assert len(said) == 1 and said[0].filename == __file__  # once, at the user's line
@@ -56,20 +58,20 @@ def test_far_off_running_statistics_warn_once_naming_the_fix():
 
 
 @pytest.mark.parametrize(
-    ("planted", "options"), [(False, {}), (True, {"score_mode": "train"})]
+    ("planted", "options"), [(False, {"score_mode": "eval"}), (True, {"score_mode": "train"}), (True, {})]
 )  # fmt: skip
-def test_matching_statistics_or_train_mode_scoring_do_not_warn(planted, options):
+def test_matching_statistics_or_batch_statistics_scoring_do_not_warn(planted, options):
     model = bn_model(planted)
     loader = SBLoader(data(), model, F.cross_entropy, keep=0.5, **options)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        if options:  # train-mode scoring is never compared, and without a cache nothing else uses observed losses
+        if options.get("score_mode") != "eval":  # never compared, and without a cache nothing else uses the losses
             with pytest.raises(ValueError, match="drop the observe"):
                 train(loader, model)
         else:
             train(loader, model)
     checks = loader.stats.score_mode_checks
-    assert checks == (0 if options else 3)
+    assert checks == (3 if options.get("score_mode") == "eval" else 0)
     if checks:
         assert loader.stats.score_mode_ratio == pytest.approx(1.0, abs=0.2)
 
@@ -77,7 +79,7 @@ def test_matching_statistics_or_train_mode_scoring_do_not_warn(planted, options)
 def test_a_model_without_running_statistics_is_not_checked():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Dropout(0.5), torch.nn.Linear(16, 2)).train()
-    loader = SBLoader(data(), model, F.cross_entropy, keep=0.5)
+    loader = SBLoader(data(), model, F.cross_entropy, keep=0.5, score_mode="eval")
     with pytest.raises(ValueError, match="drop the observe"):  # without a cache nothing would use the losses
         train(loader, model)
     assert loader.stats.score_mode_checks == 0 and loader.stats.samples_checked == 0
@@ -85,14 +87,14 @@ def test_a_model_without_running_statistics_is_not_checked():
 
 def test_the_check_survives_a_resume_and_does_not_warn_twice():
     model = bn_model(planted=True)
-    loader = SBLoader(data(), model, F.cross_entropy, keep=0.5)
+    loader = SBLoader(data(), model, F.cross_entropy, keep=0.5, score_mode="eval")
     it = iter(loader)
     with pytest.warns(UserWarning, match="score_mode"):
         for _ in range(3):
             x, y = next(it)
             loader.observe((x, y), F.cross_entropy(model(x), y, reduction="none"))
     state = roundtrip(loader.state_dict())
-    resumed = SBLoader(data(), model, F.cross_entropy, keep=0.5)
+    resumed = SBLoader(data(), model, F.cross_entropy, keep=0.5, score_mode="eval")
     resumed.load_state_dict(state)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

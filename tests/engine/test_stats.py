@@ -110,3 +110,15 @@ def test_the_engine_counts_are_the_integer_fields_of_its_stats_read_without_the_
                 "samples_kept": 6, "samples_yielded": 6}  # fmt: skip
     assert counts == expected == {name: getattr(stats, name) for name in expected}
     assert sb.engine.tracker._unsummed == []  # stats did sum them
+
+
+def test_print_shows_the_fields_a_user_reads_and_no_nan():
+    fresh = SBLoader([oracle_batch(range(4))], OracleModel([1.0, 2.0, 3.0, 4.0]), ce, keep=0.5)
+    assert str(fresh.stats) == "SBStats(steps=0, sb_steps=0, samples_seen=0, samples_kept=0)"  # nothing measured yet
+    list(fresh)
+    said = str(fresh.stats)
+    assert said.startswith("SBStats(steps=1, sb_steps=1, samples_seen=4, samples_kept=2, backprop_fraction=0.5, ")
+    assert "mean_loss_kept=3.5, mean_loss_dropped=1.5, scoring_seconds=" in said
+    assert "nan" not in said and "auto" not in said and "precision" not in said
+    full = repr(fresh.stats)
+    assert "auto_tau=nan" in full and "precision_agreement=nan" in full  # every field is still in the dataclass

@@ -38,7 +38,7 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y:
     opt.zero_grad()
 
 
-@pytest.mark.parametrize("score_mode", ["eval", "train"])
+@pytest.mark.parametrize("score_mode", ["batch", "eval", "train"])
 def test_scoring_leaves_no_trace_on_buffers_params_or_rng(score_mode):
     batches = toy_batches()
     model_a = bn_dropout_model()
@@ -61,6 +61,53 @@ def test_scoring_leaves_no_trace_on_buffers_params_or_rng(score_mode):
     for name in state_a:
         assert torch.equal(state_a[name], state_b[name]), name
     assert state_a["1.num_batches_tracked"].item() == len(batches)
+
+
+def normed_model() -> nn.Module:
+    """BatchNorm, SyncBatchNorm and an InstanceNorm that tracks running statistics, all planted far off (eval-mode
+    losses are then far from the training forward's), and dropout."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv1d(1, 4, 3, padding=1), nn.BatchNorm1d(4), nn.ReLU(), nn.SyncBatchNorm(4),
+        nn.InstanceNorm1d(4, affine=True, track_running_stats=True), nn.Dropout(0.5), nn.Flatten(), nn.Linear(32, 3),
+    )  # fmt: skip
+    with torch.no_grad():
+        for index in (1, 3, 4):
+            model[index].running_mean.fill_(-3.0)
+            model[index].running_var.fill_(1e-2)
+    return model.train()
+
+
+@pytest.mark.parametrize("autocast", [None, torch.bfloat16])
+def test_the_default_scores_as_the_training_forward_normalises_and_changes_nothing(autocast):
+    """Known answer: the default pass's losses are the training forward's on the same batch with dropout off (its
+    own statistics in every normalisation layer); every parameter and buffer (running statistics, batch counts) is
+    bit for bit as before, the modes too; eval mode's losses are far from them (the planted statistics)."""
+    model = normed_model()
+    x, y = toy_batches(1, 32)[0]
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    scorer = Scorer(F.cross_entropy, autocast_dtype=autocast)
+    assert scorer.score_mode == "batch"
+    scores = scorer(model, x, y, 32, CPU)
+    reference = copy.deepcopy(model)
+    reference[5].eval()  # dropout off, every norm layer in train mode
+    expected = F.cross_entropy(reference(x), y, reduction="none").detach()
+    tolerance = 1e-5 if autocast is None else 0.1
+    assert torch.allclose(scores, expected, atol=tolerance, rtol=tolerance)
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, before[name]), name
+    assert all(module.training for module in model.modules())
+    assert all(module.track_running_stats for module in (model[1], model[3], model[4]))
+    eval_scores = scorer.replace(score_mode="eval")(model, x, y, 32, CPU)
+    assert (eval_scores - expected).abs().mean() > 1.0
+
+
+def test_batch_and_eval_mode_are_one_pass_without_normalisation_statistics():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.Dropout(0.5), nn.Linear(16, 3)).train()
+    x, y = torch.randn(16, 8), torch.randint(0, 3, (16,))
+    batch, evaluated = (Scorer(F.cross_entropy, score_mode=mode)(model, x, y, 16, CPU) for mode in ("batch", "eval"))
+    assert torch.equal(batch, evaluated)
 
 
 def test_scoring_creates_no_gradients():
@@ -89,7 +136,7 @@ class Exploding(nn.Module):
         raise RuntimeError("forward exploded")
 
 
-@pytest.mark.parametrize("score_mode", ["eval", "train"])
+@pytest.mark.parametrize("score_mode", ["batch", "eval", "train"])
 def test_forward_exception_propagates_and_modes_are_restored(score_mode):
     model = Exploding().train()
     model.frozen_bn.eval()  # a user's deliberate mix of modes must survive
@@ -450,3 +497,42 @@ def test_quality_is_accuracy_for_class_logits_and_minus_the_loss_otherwise():
     net = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Dropout(0.5)).train()
     scorer.quality(net, torch.randn(4, 3), targets, 4, torch.device("cpu"))
     assert net.training
+
+
+@pytest.mark.slow
+def test_a_compiled_batchnorm_model_scores_with_batch_statistics_in_one_graph_and_updates_nothing():
+    """The default pass on a compiled BatchNorm model: every frame compiled, one graph for scoring and one for
+    training, and the running statistics count the training steps alone."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))
+    compiled = torch.compile(model, backend="eager", dynamic=False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    generator = torch.Generator().manual_seed(0)
+    data = [
+        (torch.randn(32, 8, generator=generator), torch.randint(0, 3, (32,), generator=generator)) for _ in range(5)
+    ]
+    sb = SBLoader(data, compiled, F.cross_entropy, keep=0.25)
+    for _ in range(3):
+        for x, y in sb:
+            optimizer.zero_grad()
+            F.cross_entropy(compiled(x), y).backward()
+            optimizer.step()
+    assert model[1].num_batches_tracked.item() == 15  # training steps only: scoring updated nothing
+    assert counters["frames"]["total"] == counters["frames"]["ok"] and counters["stats"]["unique_graphs"] <= 2
+
+
+def test_a_batch_of_one_is_scored_with_the_running_statistics_by_default():
+    """One sample has no statistics of its own (BatchNorm refuses to normalise it by them): the default pass scores it
+    as eval mode does, with or without autocast, rather than raising."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 3)).train()
+    x, y = torch.randn(1, 4), torch.tensor([1])
+    for autocast in (None, torch.bfloat16):
+        one = Scorer(F.cross_entropy, autocast_dtype=autocast)(model, x, y, 1, CPU)
+        evaluated = Scorer(F.cross_entropy, score_mode="eval", autocast_dtype=autocast)(model, x, y, 1, CPU)
+        assert torch.equal(one, evaluated)

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sbdata.scoring import Scorer, compare, score_two_ways
+from sbdata.scoring import Scorer, compare
 
 CPU = torch.device("cpu")
 
@@ -69,18 +69,18 @@ def test_two_scorers_on_one_batch_and_the_model_left_as_it_was():
     scorer = Scorer(F.cross_entropy, autocast_dtype=torch.bfloat16)
     full = scorer.replace(autocast_dtype=None)
     assert full.autocast_dtype is None and scorer.autocast_dtype is torch.bfloat16 and full.score == "loss"
-    two = score_two_ways(scorer, full, Planted(), x, y, 16, CPU, keep=0.25)
+    two = compare(scorer(Planted(), x, y, 16, CPU), full(Planted(), x, y, 16, CPU), 0.25)
     expected = F.cross_entropy(x, y, reduction="none")
     assert torch.allclose(two.second, expected)
     assert torch.allclose(two.first, F.cross_entropy(x.flip(0), y, reduction="none"), atol=0.05)
     assert two.agreement.item() < 0.5  # the planted flip moves the kept set
-    same = score_two_ways(full, full, Planted(), x, y, 16, CPU, keep=0.25)
+    same = compare(full(Planted(), x, y, 16, CPU), full(Planted(), x, y, 16, CPU), 0.25)
     assert same.agreement.item() == 1.0 and same.ratio.item() == pytest.approx(1.0)
     with pytest.raises(TypeError, match="Scorer.replace takes"):
         scorer.replace(mode="train")
 
 
-def test_eval_against_train_mode_restores_batchnorm_and_rng():
+def test_eval_against_batch_statistics_restores_batchnorm_and_rng():
     torch.manual_seed(1)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 3)).train()
     with torch.no_grad():
@@ -89,9 +89,10 @@ def test_eval_against_train_mode_restores_batchnorm_and_rng():
     before = {k: v.clone() for k, v in model.state_dict().items()}
     x, y = torch.randn(32, 4), torch.randint(0, 3, (32,))
     rng = torch.get_rng_state()
-    scorer = Scorer(F.cross_entropy)
-    two = score_two_ways(scorer, scorer.replace(score_mode="train"), model, x, y, 32, CPU, keep=0.5)
-    assert two.ratio.item() > 3
+    scorer = Scorer(F.cross_entropy, score_mode="eval")
+    for other in ("batch", "train"):
+        two = compare(scorer(model, x, y, 32, CPU), scorer.replace(score_mode=other)(model, x, y, 32, CPU), 0.5)
+        assert two.ratio.item() > 3
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items()) and model.training
     assert torch.equal(torch.get_rng_state(), rng) and all(p.grad is None for p in model.parameters())
     assert not two.first.requires_grad and not two.second.requires_grad
