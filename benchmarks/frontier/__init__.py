@@ -1,1 +1,0 @@
-"""Continued training on data the model mostly knows (issue 30)."""
