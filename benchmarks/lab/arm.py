@@ -12,57 +12,16 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ._sb import Auto, LossCache, PruningSampler, ReducibleSelect, SBLoader, auto_decisions
+from .batches import Batches
 from .domain import Data, Domain
-
-
-class Batches:
-    """A domain's batches of ``fields`` in a permutation fixed by ``(seed, epoch)`` alone (every arm of a seed reads
-    the samples in the same order whatever its batch size), or in a ``PruningSampler``'s order.
-
-    Attributes:
-        full: loader batches of a whole epoch (what the LR schedule counts, whatever a sampler prunes).
-        loaded: samples loaded per epoch (with a sampler).
-    """
-
-    def __init__(self, domain: Domain, fields: tuple[torch.Tensor, ...], batch_size: int, seed: int, *,
-                 ids: bool = False, sampler: PruningSampler | None = None) -> None:  # fmt: skip
-        self.domain, self.fields, self.batch_size, self.seed = domain, fields, batch_size, seed
-        self.ids, self.sampler = ids, sampler
-        self.full = math.ceil(len(fields[0]) / batch_size)
-        self.epoch, self.yielded, self.epoch_batches = 0, 0, self.full
-        self.loaded: list[int] = []
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-        if self.sampler is not None:
-            self.sampler.set_epoch(epoch)
-
-    def __len__(self) -> int:
-        return self.full if self.sampler is None else math.ceil(len(self.sampler) / self.batch_size)
-
-    def progress(self) -> float:
-        """Loader batches taken so far, in whole-epoch batches (the one just taken included)."""
-        return self.epoch * self.full + self.yielded * self.full / self.epoch_batches
-
-    def __iter__(self) -> Iterator[Any]:
-        if self.sampler is None:
-            generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-            order = torch.randperm(len(self.fields[0]), generator=generator)
-        else:
-            order = torch.as_tensor(list(self.sampler), dtype=torch.long)
-            self.loaded.append(len(order))
-        self.epoch_batches, self.yielded = max(1, math.ceil(len(order) / self.batch_size)), 0
-        for start in range(0, len(order), self.batch_size):
-            index = order[start : start + self.batch_size]
-            self.yielded += 1
-            yield self.domain.batch(self.fields, index, self.ids)
+from .step import fit
 
 
 @dataclass
@@ -207,8 +166,6 @@ def irreducible_losses(domain: Domain, family: str, data: Data, model: torch.nn.
     """RHO-LOSS's irreducible losses of every training sample, (N,): a copy of the run's starting ``model`` trained
     one epoch on the hold-out (the pretraining's batch, ``lr`` one-cycle, its own RNG stream), then one no-grad pass
     over the training set at that batch. Returns the losses and the training steps taken."""
-    from .run import fit  # a run builds its arm; the irreducible model trains as a run trains
-
     if data.holdout is None:
         raise ValueError(f"policy='reducible' needs the domain's hold-out: {domain.name}'s data has none")
     batch = domain.pretraining(family)["batch"]

@@ -1,5 +1,5 @@
-"""The one training run of every recipe and domain (:func:`train_run`), its LR schedule, its training step, plain
-fitting (a continued suite's pretraining, an irreducible model) and the timings' endless steps.
+"""The one training run of every recipe and domain (:func:`train_run`), a continued suite's pretraining, sbdata's
+scoring pass as the loader runs it, and the timings' endless steps.
 
 A run trains one :class:`~.arm.Arm` for a whole number of epochs, its one-cycle LR annealed over exactly that budget
 by loader progress (the LR of a step is read at the progress before it; a recipe with ``"schedule": "constant"``
@@ -10,60 +10,17 @@ domain's metric on every test set at the end.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
 from ._sb import LossCache, Scorer
-from .arm import Arm, Batches, Built
+from .arm import Arm, Built
+from .batches import Batches
 from .domain import Data, Domain
+from .step import fit, one_cycle, train_step
 from .timing import cpu_clock
-
-
-def one_cycle(progress: float, max_lr: float, pct_start: float = 0.3) -> float:
-    """``torch.optim.lr_scheduler.OneCycleLR``'s cosine shape as a function of training progress in [0, 1]."""
-    initial = max_lr / 25
-    final = initial / 1e4
-    if progress < pct_start:
-        return initial + (max_lr - initial) * (1 - math.cos(math.pi * progress / pct_start)) / 2
-    q = min(1.0, (progress - pct_start) / (1 - pct_start))
-    return final + (max_lr - final) * (1 + math.cos(math.pi * q)) / 2
-
-
-def train_step(domain: Domain, model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Any, *,
-               observe: Callable[[Any, torch.Tensor], None] | None = None,
-               weights: Callable[[Any], torch.Tensor] | None = None) -> None:  # fmt: skip
-    """The one training step: the batch's mean loss (weighted where ``weights`` gives the samples' weights), its
-    detached per-sample losses handed to ``observe`` where given (the one line a cache user adds)."""
-    model.train()
-    if observe is None and weights is None:
-        loss = domain.loss(model, batch, "mean")
-    else:
-        per_sample = domain.loss(model, batch, "none")
-        if observe is not None:
-            observe(batch, per_sample.detach())
-        loss = per_sample.mean() if weights is None else (weights(batch) * per_sample).mean()
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
-
-
-def fit(domain: Domain, model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: Batches, epochs: int,
-        lr: float, *, observe: Callable[[Any, torch.Tensor, int], None] | None = None) -> int:  # fmt: skip
-    """Plain training outside the measured runs: ``epochs`` of ``batches``, the LR one-cycle over them by step;
-    ``observe(batch, losses, epoch)`` gets each batch's detached losses. Returns the steps taken."""
-    total, step = epochs * len(batches), 0
-    for epoch in range(epochs):
-        batches.set_epoch(epoch)
-        for batch in batches:
-            for group in optimizer.param_groups:
-                group["lr"] = one_cycle(step / total, lr)
-            step += 1
-            seen = None if observe is None else (lambda b, per, epoch=epoch: observe(b, per, epoch))
-            train_step(domain, model, optimizer, batch, observe=seen)
-    return step
 
 
 def start(domain: Domain, family: str, data: Data, seed: int, *, continued: bool) -> tuple[torch.nn.Module, Any]:
@@ -170,24 +127,30 @@ def endless_steps(domain: Domain, family: str, data: Data, arm: Arm, *, continue
                                                        weights=built.weights), prefill=prefill)  # fmt: skip
 
 
-def endless_scoring(domain: Domain, family: str, data: Data, batch: int, *, continued: bool, autocast: bool = False,
-                    score_mode: str = "batch", model: torch.nn.Module | None = None) -> Iterator[None]:  # fmt: skip
-    """Endless scoring passes and nothing else: sbdata's own pass (its ``Scorer`` in ``score_mode``, built from the
-    domain's SBLoader options) over each loader batch of ``batch`` samples, under bfloat16 autocast with ``autocast``;
-    seed 0's start unless ``model`` is given."""
-    if model is None:
-        model, _ = start(domain, family, data, 0, continued=continued)
-    scored = model
+def scoring_pass(domain: Domain, score_mode: str = "batch", autocast: bool = False) -> Callable[..., torch.Tensor]:
+    """sbdata's own scoring pass, as ``SBLoader`` runs it on this domain (its ``Scorer`` in ``score_mode``, built from
+    the domain's loader options; under bfloat16 autocast with ``autocast``): ``pass_(model, batch)`` returns the
+    batch's per-sample losses, (B,) on the CPU, with no side effect on the model."""
     options = domain.sb_options()
     split = options.pop("split")
     scorer = Scorer(**options, score_mode=score_mode, autocast_dtype=torch.bfloat16 if autocast else None)
     cpu = torch.device("cpu")
 
-    def score(b: Any) -> None:
-        inputs, targets = split(b)
-        scorer(scored, inputs, targets, _length(b), cpu)
+    def pass_(model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        inputs, targets = split(batch)
+        return scorer(model, inputs, targets, _length(batch), cpu)
 
-    return endless(Batches(domain, data.train, batch, 0), score)
+    return pass_
+
+
+def endless_scoring(domain: Domain, family: str, data: Data, batch: int, *, continued: bool, autocast: bool = False,
+                    score_mode: str = "batch", model: torch.nn.Module | None = None) -> Iterator[None]:  # fmt: skip
+    """Endless scoring passes (:func:`scoring_pass`) and nothing else, over each loader batch of ``batch`` samples;
+    seed 0's start unless ``model`` is given."""
+    if model is None:
+        model, _ = start(domain, family, data, 0, continued=continued)
+    scored, pass_ = model, scoring_pass(domain, score_mode, autocast)
+    return endless(Batches(domain, data.train, batch, 0), lambda b: pass_(scored, b))
 
 
 def endless_own_work(domain: Domain, family: str, data: Data, arm: Arm, *, continued: bool,

@@ -23,7 +23,8 @@ import torch
 
 from benchmarks.domains import domain as domain_named
 from benchmarks.lab._sb import Candidates, CostTable, Measurement, Training, advise
-from benchmarks.lab.arm import Arm, Batches
+from benchmarks.lab.arm import Arm
+from benchmarks.lab.batches import Batches
 from benchmarks.lab.domain import Data, Domain
 from benchmarks.lab.loop import Job, run_loop
 from benchmarks.lab.read import reach

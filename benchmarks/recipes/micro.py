@@ -13,8 +13,9 @@
 - ``scoring``: along each domain's user run, on fixed batches of its training set: bfloat16-autocast scoring against
   fp32 (kept-set overlap at keep 0.25 and 0.5); and where a model has running statistics or dropout, two scoring
   modes against the training forward's per-sample losses (train mode, the same batch): eval mode, and batch
-  statistics (normalisation on the batch's own statistics, running statistics untouched, dropout off; implemented
-  here with public torch, :func:`scored`), with overlap and Spearman's rank correlation, and each mode's cost.
+  statistics (sbdata's default ``score_mode="batch"``: normalisation on the batch's own statistics, running
+  statistics untouched, dropout off), each sbdata's own pass, with overlap and Spearman's rank correlation, and each
+  mode's cost.
 - ``cache``: whole runs of top-k 0.25 fresh against a ``LossCache(staleness=2)`` from scratch, without ``observe``,
   with it and with ``refresh="scored"``, 3 seeds, each seed's arms in rotated order (``runs.jsonl``, resumable).
 - ``streaming``: ``sb_select`` in a WebDataset pipeline over 1,000,000 samples from tar shards: seconds with and
@@ -48,11 +49,13 @@ from torch import nn
 from benchmarks.domains import domain
 from benchmarks.domains.mnist1d import ConvNet
 from benchmarks.lab._sb import Auto, LossCache, SBLoader, sb_select, sb_selector
-from benchmarks.lab.arm import Arm, Batches, Built
+from benchmarks.lab.arm import Arm, Built
+from benchmarks.lab.batches import Batches
 from benchmarks.lab.domain import Domain
 from benchmarks.lab.loop import Job, run_loop
 from benchmarks.lab.records import RESULTS, machine, table, write_json, write_report
-from benchmarks.lab.run import endless, train_run, train_step
+from benchmarks.lab.run import endless, scoring_pass, train_run
+from benchmarks.lab.step import train_step
 from benchmarks.lab.timing import interleaved, rotated, setup, sized_block
 
 Report = tuple[dict[str, Any], list[str]]
@@ -261,27 +264,6 @@ def varies(model: nn.Module) -> bool:
                for m in model.modules())  # fmt: skip
 
 
-def scored(dom: Domain, model: nn.Module, batch: Any, *, bf16: bool = False, batch_stats: bool = False) -> torch.Tensor:
-    """A no-grad scoring pass's per-sample losses (float32): eval mode, or with ``batch_stats`` every module keeping
-    running statistics normalising by the batch's own instead (train mode with ``track_running_stats`` off, so that
-    nothing is updated) while dropout stays off; under bfloat16 autocast with ``bf16``. Every module's mode and flag
-    are restored; no parameter or buffer changes."""
-    flags = [(m, m.training) for m in model.modules()]
-    model.eval()
-    tracking: list[Any] = [m for m in model.modules() if batch_stats and getattr(m, "track_running_stats", False)]
-    for m in tracking:
-        m.training, m.track_running_stats = True, False
-    device = next(model.parameters()).device.type
-    try:
-        with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
-            return dom.loss(model, batch).float()
-    finally:
-        for m in tracking:
-            m.track_running_stats = True
-        for m, flag in flags:
-            m.training = flag
-
-
 def training_losses(dom: Domain, model: nn.Module, batch: Any, seed: int) -> torch.Tensor:
     """The training forward's per-sample losses (train mode: batch statistics, dropout drawn from ``seed``) on a copy
     of ``model``, so that the run's model, its running statistics and the global RNG are untouched."""
@@ -317,21 +299,21 @@ def scoring_suite(name: str, smoke: bool) -> dict[str, Any]:
     draw = torch.randperm(data.size, generator=torch.Generator().manual_seed(7))
     probe = [dom.batch(data.train, index, False) for index in draw[: (2 if smoke else PROBES) * b].split(b)]
     costs: dict[str, float] = {}
+    passes = {"eval": scoring_pass(dom, "eval"), "eval bf16": scoring_pass(dom, "eval", autocast=True),
+              "batch-stats": scoring_pass(dom, "batch")}  # sbdata's own passes, as SBLoader runs them  # fmt: skip
 
     def measure(model: nn.Module, _: Any) -> dict[str, Any]:
-        found: dict[str, Any] = {"bf16": agreement([(scored(dom, model, p, bf16=True), scored(dom, model, p))
+        found: dict[str, Any] = {"bf16": agreement([(passes["eval bf16"](model, p), passes["eval"](model, p))
                                                     for p in probe])}  # fmt: skip
         if varies(model):
             train = [training_losses(dom, model, p, i) for i, p in enumerate(probe)]
             for mode in MODES:
-                mine = [scored(dom, model, p, batch_stats=mode == "batch-stats") for p in probe]
+                mine = [passes[mode](model, p) for p in probe]
                 found[mode] = agreement(list(zip(mine, train, strict=True)), rank=True)
         if not costs:
-            ways = {"eval": {}, "eval bf16": {"bf16": True}}
-            ways |= {"batch-stats": {"batch_stats": True}} if varies(model) else {}
+            ways = ["eval", "eval bf16", *(["batch-stats"] if varies(model) else [])]
             steppers: dict[str, Iterator[Any]] = {
-                name: (scored(dom, model, p, **how) for _ in itertools.count() for p in probe)
-                for name, how in ways.items()
+                name: (passes[name](model, p) for _ in itertools.count() for p in probe) for name in ways
             }
             times = per_round(timed(steppers, smoke, 0.25, 12), "eval")
             costs.update({name: row["median_ms"] for name, row in times.items()})
@@ -345,7 +327,7 @@ def scoring_suite(name: str, smoke: bool) -> dict[str, Any]:
 
 
 def scoring(out: Path, smoke: bool) -> Report:
-    summary: dict[str, Any] = {"keeps": KEEPS, "batch_stats": "micro.scored (public torch), not sbdata's score_mode",
+    summary: dict[str, Any] = {"keeps": KEEPS, "batch_stats": "sbdata's score_mode='batch'",
                                "suites": {}, "skipped": {}}  # fmt: skip
     for name in SCORING:
         try:
@@ -369,7 +351,7 @@ def scoring(out: Path, smoke: bool) -> Report:
              *table(["suite", "at", "keep 0.25", "keep 0.5"], precision), "",
              "# Scoring modes against the training forward's per-sample losses (train mode, the same batch)", "",
              "batch-stats: normalisation on the batch's own statistics, running statistics untouched, dropout off "
-             "(implemented in the recipe, not sbdata's score_mode).", "",
+             "(sbdata's score_mode='batch'; eval: score_mode='eval').", "",
              *table(["suite", "at", "mode", "keep 0.25", "keep 0.5", "Spearman", "mean loss / training's"], modes), "",
              "# Scoring cost per batch, ms (x eval): eval, eval bf16, batch-stats", "",
              *table(["suite", "batch", "eval", "eval bf16", "batch-stats"], costs),

@@ -15,7 +15,7 @@ import torch
 from sbdata.batch import KeptColumn, upload
 from sbdata.cache._layouts import DenseTable, KeyedTable, LossTable
 
-__all__ = ["BUCKETS", "LossCache"]
+__all__ = ["LossCache"]
 
 UNITS = ("epoch", "step")
 REFRESH = ("observed", "scored")  # what resets a sample's age: any recorded loss, or only a scoring forward's

@@ -10,7 +10,7 @@ import torch
 
 from benchmarks.domains import domain, names
 from benchmarks.domains import fashion_mnist as fm
-from benchmarks.lab.arm import Batches
+from benchmarks.lab.batches import Batches
 from benchmarks.lab.domain import Domain
 
 

@@ -18,7 +18,8 @@ from torch import nn
 from benchmarks.domains import domain
 from benchmarks.domains.digits import cnn as digits_cnn
 from benchmarks.domains.mnist1d import ConvNet
-from benchmarks.recipes.micro import gpu_measure, kept, overlap, ranks, scored, spearman, training_losses
+from benchmarks.lab.run import scoring_pass
+from benchmarks.recipes.micro import gpu_measure, kept, overlap, ranks, spearman, training_losses
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +73,7 @@ def test_batch_statistics_scoring_changes_nothing(make, shape):
     before, modes = snapshot(model)
     rng = torch.get_rng_state()
     batch = batch_of(shape)
-    losses = scored(dom, model, batch, batch_stats=True)
+    losses = scoring_pass(dom, "batch")(model, batch)
     training_losses(dom, model, batch, 0)
     after, modes_after = snapshot(model)
     assert modes_after == modes
@@ -86,7 +87,7 @@ def test_batch_statistics_scoring_changes_nothing(make, shape):
     with torch.no_grad():
         expected = torch.nn.functional.cross_entropy(twin(batch[0]), batch[1], reduction="none")
     assert torch.allclose(losses, expected, atol=1e-6)
-    assert not torch.allclose(losses, scored(dom, model, batch), atol=1e-3)  # eval mode: the running statistics
+    assert not torch.allclose(losses, scoring_pass(dom, "eval")(model, batch), atol=1e-3)  # the running statistics
 
 
 def smoke(stage, tmp_path):

@@ -48,17 +48,18 @@ def test_frontier_smoke_from_scratch(tmp_path):
 
 @pytest.mark.slow
 def test_frontier_smoke_continued_and_lm(tmp_path):
-    runs, _, table = frontier_smoke(tmp_path, "continued")
+    runs, _, _ = frontier_smoke(tmp_path, "continued")
     assert {"warm-topk-0.25", "warm-prune", "warm-sampler-topk-0.25"} <= {r["family_arm"] for r in runs}
     assert (tmp_path / "continued" / "pretrained.json").exists()
-    runs, _, table = frontier_smoke(tmp_path, "continued-lm")
+    runs, _, _ = frontier_smoke(tmp_path, "continued-lm")
     assert all("nats_mix" in r for r in runs) and "reducible-0.25" in {r["family_arm"] for r in runs}
 
 
 @pytest.mark.slow
 def test_frontier_smoke_on_fashion_mnist_from_files_the_test_writes(tmp_path):
     data = fashion_files(tmp_path / "idx", train=600, test=200)
-    runs, summary, table = frontier_smoke(tmp_path, "fashion-cnn", "--data", data)
+    runs, _, table = frontier_smoke(tmp_path, "fashion-cnn", "--data", data)
+    assert "fashion_mnist (real data)" in table
     assert {"plain", "topk-0.25-bf16", "sampler-topk-0.25"} <= {r["family_arm"] for r in runs}
     assert all(r["config"]["score_mode"] == "batch" for r in runs)
     machine = json.loads((tmp_path / "fashion-cnn" / "machine.json").read_text())

@@ -204,7 +204,7 @@ def test_observe_reaches_the_cache_through_the_node_and_the_stage():
 
 
 def test_bucket_sizes_round_stale_counts_up_to_a_few_sizes():
-    from sbdata.cache import BUCKETS
+    from sbdata.cache._cache import BUCKETS
     from sbdata.cache._cache import bucket_size
 
     assert BUCKETS == 4
