@@ -114,7 +114,23 @@ def _header(dom: Domain, suite: Suite, data: Data, recipe: dict[str, Any], point
         + ", ".join(f"{f:g}x = {b:.2f} s" for f, b in zip(BUDGETS, budgets, strict=True))
         + f". Priced by `timing.json` (thread CPU seconds per loader batch, one torch thread, glibc's heap "
         f"{'pinned' if allocator.get('pinned') else 'not pinned'}; {timing.get('machine', {}).get('cpu', '?')}).", "",
+        *_step_line(timing["kinds"], recipe["batch"], suite.score_mode),
     ]  # fmt: skip
+
+
+def _step_line(kinds: dict[str, Any], batch: int, score_mode: str) -> list[str]:
+    """What decides whether selection can pay, from the timing: a training step on a quarter of the loader batch
+    against one on all of it, and the scoring pass against the training step at the loader batch."""
+    t = {name: kind["seconds_per_batch"] for name, kind in kinds.items()}
+    small = math.ceil(batch / 4)
+    quarter, full, score = t.get(f"plain b={small}"), t.get(f"plain b={batch}"), t.get(f"score b={batch}")
+    if quarter is None or full is None or score is None:
+        return []
+    return [
+        f"The step: a training step on {small} samples costs {quarter / full:.2f} of one on {batch}; the scoring "
+        f"pass at {batch} (score_mode={score_mode!r}) costs {score / full:.2f} of that step.",
+        "",
+    ]
 
 
 def metric_text(metric: Metric, point: dict[str, Any]) -> str:
