@@ -124,11 +124,12 @@ class Suite:
             lrs = (base, *[lr for lr in lrs if lr != base][:1])
         out = []
         for arm, batches in self.families(batch=recipe["batch"]):
-            epochs = self.plain_epochs if arm.policy is None and arm.prune is None else self.sb_epochs
+            plain = arm.policy is None and arm.prune is None  # trains whole batches: the frontier's own family
+            epochs = self.plain_epochs if plain else self.sb_epochs
             mine = lrs
-            if not smoke and (arm.name == "plain" or arm.name in self.wider_families):
+            if not smoke and (plain or arm.name in self.wider_families):
                 mine = lrs + tuple(round(base * m, 6) for m in self.wider)
-            if not smoke and arm.name == "plain":
+            if not smoke and plain:
                 mine += tuple(round(base * m, 6) for m in self.plain_wider)
             if arm.name in self.narrow_families:
                 mine = (base,)
