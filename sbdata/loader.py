@@ -19,6 +19,18 @@ __all__ = ["SBLoader"]
 _SPENT = object()  # what next() returns on a source that ran out while skipping consumed batches
 
 
+def _skipped(source: Iterator[Any], consumed: int) -> Iterator[Any]:
+    """``source`` less its first ``consumed`` batches, skipped on this one iterator (a loader that is its own
+    iterator may start its epoch again on a second ``iter()``) and only when the first batch is asked for: a
+    framework may call ``set_epoch`` between ``iter()`` and the first batch (Lightning does on a resume), and a
+    ``DistributedSampler`` draws its epoch's order at the first batch."""
+    for _ in range(consumed):
+        if next(source, _SPENT) is _SPENT:
+            return
+    while (batch := next(source, _SPENT)) is not _SPENT:  # not `yield from`: it would call iter() again
+        yield batch
+
+
 def _set_epoch_on(loader: Any, epoch: int) -> None:
     """Call ``set_epoch(epoch)`` on the loader, or else on its sampler, batch sampler and dataset that have one."""
     if callable(getattr(loader, "set_epoch", None)):
@@ -116,11 +128,9 @@ class SBLoader(EngineFront):
         if continues and self.engine.source_ended:
             return self.engine.iterate(iter(()))  # the saved epoch only has held batches left
         batches = self.loader if isinstance(self.loader, Iterable) else self.loader()
-        source = iter(batches)
-        if continues and not restored:  # skip the consumed batches on this one iterator: a loader that is its own
-            for _ in range(self.engine.source_position):  # iterator may start its epoch again on a second iter()
-                if next(source, _SPENT) is _SPENT:
-                    break
+        source: Iterator[Any] = iter(batches)
+        if continues and not restored and self.engine.source_position:
+            source = _skipped(source, self.engine.source_position)
         return self._read_ahead.watch(self.engine.iterate(source))
 
     def __len__(self) -> int:

@@ -2,7 +2,7 @@ from collections import namedtuple
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from sbdata import HistoryPercentile, KeptColumn, LossCache, PruningSampler, SBLoader, Schedule, with_index
 from tests.helpers import (
@@ -560,3 +560,26 @@ def test_resume_restores_a_pruning_samplers_plan_from_the_loaders_state_alone():
     resumed = make()
     resumed.load_state_dict(roundtrip(first_loader.state_dict()))
     assert first + run(resumed, range(1, 3)) == whole
+
+
+def test_a_resume_skips_after_set_epoch_when_a_framework_calls_it_between_iter_and_the_first_batch():
+    """Lightning's resume calls ``iter(loader)``, then ``set_epoch(e)``, then asks for the first batch: the skip of
+    the consumed batches waits for that batch, so a DistributedSampler draws epoch ``e``'s order, not epoch 0's."""
+    def build():
+        x, _ = oracle_batch(range(32))
+        sampler = DistributedSampler(TensorDataset(x), num_replicas=2, rank=0, shuffle=True, seed=3)
+        loader = DataLoader(TensorDataset(x, torch.zeros(32, dtype=torch.long)), batch_size=4, sampler=sampler)
+        return SBLoader(loader, OracleModel([float(i % 7) for i in range(32)]), ce, keep=0.5)
+
+    full, seen = build(), []
+    for epoch in range(2):
+        full.set_epoch(epoch)
+        for step, batch in enumerate(full):
+            seen.append(ids_of(batch))
+            if epoch == 1 and step == 1:
+                state = roundtrip(full.state_dict())
+    resumed = build()
+    resumed.load_state_dict(state)
+    batches = iter(resumed)
+    resumed.set_epoch(1)  # after iter(), before the first batch, as Lightning does
+    assert [ids_of(b) for b in batches] == seen[6:]  # 4 loader batches per epoch per rank: 2 done in epoch 1
