@@ -565,6 +565,7 @@ def test_resume_restores_a_pruning_samplers_plan_from_the_loaders_state_alone():
 def test_a_resume_skips_after_set_epoch_when_a_framework_calls_it_between_iter_and_the_first_batch():
     """Lightning's resume calls ``iter(loader)``, then ``set_epoch(e)``, then asks for the first batch: the skip of
     the consumed batches waits for that batch, so a DistributedSampler draws epoch ``e``'s order, not epoch 0's."""
+
     def build():
         x, _ = oracle_batch(range(32))
         sampler = DistributedSampler(TensorDataset(x), num_replicas=2, rank=0, shuffle=True, seed=3)
