@@ -13,6 +13,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+import torch
+from torch import nn
+
 from benchmarks.lab.domain import Data, Domain, Metric
 from benchmarks.lab.price import limits, price_table, run_seconds
 from benchmarks.lab.read import PLAIN, configurations, envelope, per_seed, read_at
@@ -114,13 +117,26 @@ def _header(dom: Domain, suite: Suite, data: Data, recipe: dict[str, Any], point
         + ", ".join(f"{f:g}x = {b:.2f} s" for f, b in zip(BUDGETS, budgets, strict=True))
         + f". Priced by `timing.json` (thread CPU seconds per loader batch, one torch thread, glibc's heap "
         f"{'pinned' if allocator.get('pinned') else 'not pinned'}; {timing.get('machine', {}).get('cpu', '?')}).", "",
-        *_step_line(timing["kinds"], recipe["batch"], suite.score_mode),
+        *_step_line(timing["kinds"], recipe["batch"], suite.score_mode, _layout(dom.model(suite.family))),
     ]  # fmt: skip
 
 
-def _step_line(kinds: dict[str, Any], batch: int, score_mode: str) -> list[str]:
+def _layout(model: nn.Module) -> str:
+    """The memory layout of the model's convolution weights: it can decide whether selection pays at all."""
+    weights = [p for p in model.parameters() if p.dim() == 4]
+    if not weights:
+        return "no 2-d convolution"
+    # a weight with one input channel (or a 1x1 kernel) is both; the layout shows on the others
+    channels_last = all(p.is_contiguous(memory_format=torch.channels_last) for p in weights) and not all(
+        p.is_contiguous() for p in weights
+    )
+    return "channels-last" if channels_last else "contiguous (torch's default)"
+
+
+def _step_line(kinds: dict[str, Any], batch: int, score_mode: str, layout: str) -> list[str]:
     """What decides whether selection can pay, from the timing: a training step on a quarter of the loader batch
-    against one on all of it, and the scoring pass against the training step at the loader batch."""
+    against one on all of it, and the scoring pass against the training step at the loader batch (``layout``: the
+    model's memory layout)."""
     t = {name: kind["seconds_per_batch"] for name, kind in kinds.items()}
     small = math.ceil(batch / 4)
     quarter, full, score = t.get(f"plain b={small}"), t.get(f"plain b={batch}"), t.get(f"score b={batch}")
@@ -128,7 +144,7 @@ def _step_line(kinds: dict[str, Any], batch: int, score_mode: str) -> list[str]:
         return []
     return [
         f"The step: a training step on {small} samples costs {quarter / full:.2f} of one on {batch}; the scoring "
-        f"pass at {batch} (score_mode={score_mode!r}) costs {score / full:.2f} of that step.",
+        f"pass at {batch} (score_mode={score_mode!r}) costs {score / full:.2f} of that step. Memory layout: {layout}.",
         "",
     ]
 

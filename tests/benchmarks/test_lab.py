@@ -172,3 +172,16 @@ def test_an_arm_builds_sbdata_with_its_options():
     with pytest.raises(ValueError, match="pretrained"):
         Arm("warm", policy="topk", keep=0.25, warm=True).build(dom, "cnn", model, data, epochs=1, seed=0)
     assert torch.is_tensor(batches[0][0])
+
+
+def test_the_reports_memory_layout_reads_the_convolutions_not_an_ambiguous_first_layer():
+    from torch import nn
+
+    from benchmarks.recipes.frontier_report import _layout
+
+    def cnn():  # the first weight has one input channel: it is contiguous in both layouts
+        return nn.Sequential(nn.Conv2d(1, 4, 3), nn.Conv2d(4, 8, 3))
+
+    assert _layout(cnn().to(memory_format=torch.channels_last)) == "channels-last"
+    assert _layout(cnn()) == "contiguous (torch's default)"
+    assert _layout(nn.Sequential(nn.Conv1d(1, 4, 3), nn.Linear(4, 2))) == "no 2-d convolution"
