@@ -68,12 +68,13 @@ def arms(recipe: dict[str, Any]) -> list[Arm]:
             Arm("auto-epochs", b, lr, "topk", "auto", told=True)]  # fmt: skip
 
 
-def run(suite: AutoSuite, out: Path, smoke: bool, info: dict[str, Any]) -> None:
-    """Every (seed, arm) of ``suite`` not yet in ``out/<suite>/runs.jsonl``, per seed every arm in turn (rotating)."""
+def run(suite: AutoSuite, out: Path, smoke: bool, info: dict[str, Any], only: tuple[str, ...] = ARMS) -> None:
+    """Every (seed, arm) of ``suite`` not yet in ``out/<suite>/runs.jsonl``, per seed every arm in turn (rotating);
+    ``only``: these arms (names from :data:`ARMS`)."""
     dom = domain_named(suite.domain)
     data = dom.data(smoke=smoke, **suite.data)
     epochs, seeds = (2, (0,)) if smoke else (suite.epochs, SEEDS)
-    mine = arms(dom.recipes[suite.family])
+    mine = [arm for arm in arms(dom.recipes[suite.family]) if arm.name in only]
 
     def job(arm: Arm, seed: int) -> Job:
         def train() -> dict[str, Any]:
@@ -192,11 +193,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="seconds: tiny data, one seed, 2 epochs")
     parser.add_argument("--out", type=Path, default=OUT, help=f"the record's folder (default {OUT})")
     parser.add_argument("--frontier", type=Path, default=RESULTS / "frontier", help="the frontier records read")
+    parser.add_argument("--arms", default=",".join(ARMS), help="'run': comma-separated arms (default: every arm)")
     args = parser.parse_args(argv)
+    only = tuple(args.arms.split(","))
+    if unknown := sorted(set(only) - set(ARMS)):
+        parser.error(f"--arms: unknown {unknown}; the arms are {', '.join(ARMS)}")
     info = setup()
     if args.stage in ("run", "all"):
         for name in [args.suite] if args.suite else SUITES:
-            run(SUITES[name], args.out, args.smoke, info)
+            run(SUITES[name], args.out, args.smoke, info, only)
     if args.stage in ("report", "all"):
         report(args.out, args.frontier)
     return 0
