@@ -1,5 +1,5 @@
 """Data and models the examples share: MNIST-1D, generated offline, and four small models (the benchmarks keep their
-own copy in benchmarks/harness/)."""
+own MNIST-1D data and models in benchmarks/domains/mnist1d.py)."""
 
 from __future__ import annotations
 

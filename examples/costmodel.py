@@ -9,7 +9,7 @@ It times a training step at the loader batch and at the kept batch, a scoring fo
 engine (one torch thread, CPU seconds, interleaved calls), and prints the predicted seconds of a plain step and of an
 SB step: below 1 for their ratio, selection's steps are cheaper here (whether it reaches the accuracy sooner is the
 quickstart's question). Use one torch thread and, for stable numbers, the allocator pinning of
-``benchmarks/harness/timing.py``.
+``benchmarks/lab/timing.py`` (``pin_allocator``).
 """
 
 from __future__ import annotations

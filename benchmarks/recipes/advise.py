@@ -7,7 +7,9 @@ and 0.5; the smaller batches), and with ``--trial`` the branch trial (each optio
 and of the live optimizer for ``TRIAL`` loader batches, the last ``PROBE`` training samples left out as its probe).
 The report sets each option beside the speed-up the suite's frontier record measured over whole runs at the user's LR
 (the user's priced seconds to the user's accuracy over the option's, read along its epochs): inside, above or below
-the range, and whether the recommendation agrees. The reading: ``benchmarks/results/advise/README.md``.
+the range, and whether the recommendation agrees. The record goes to ``--out`` (default: an ``advise`` folder in
+``benchmarks/results/``, one folder per suite); none is kept, and the retired ``calibration`` record that asked the
+same (last at commit ``35a2266``) is listed in ``benchmarks/README.md``'s "Retired records".
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 ``python -m benchmarks auto [SUITE] [--stage run|report|all]``: every suite's arms (the user's recipe, top-k at keep
 0.25, ``keep="auto"`` not told the run's length and told it in epochs), 3 seeds, then one report over every suite:
 accuracy per seed against the user's, what auto decided, and its speed against the tuned frontier read from the
-frontier's ``auto-epochs`` arm (the one baseline every claim reads). Suites: :data:`SUITES`; the reading:
-``benchmarks/results/auto/README.md``.
+frontier's ``auto-epochs`` arm (the one baseline every claim reads). Suites: :data:`SUITES`; the records go to
+``--out`` (default ``benchmarks/results/auto/``: ``<suite>/runs.jsonl``, ``report/table.md``); the kept ones are
+listed in ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def report(out: Path, frontier: Path = RESULTS / "frontier") -> dict[str, Any]:
         lines += ["", *(f"- {v}" for v in said), ""]
         summary["suites"][suite.name] = {"arms": verdicts, "verdicts": said}
     lines += ["## Speed: keep='auto' told the run, against the tuned frontier", "",
-              "From each frontier suite's record (`benchmarks/results/frontier/SUITE/summary.json`): the seed-mean "
+              "From each frontier suite's record (`benchmarks/results/frontier/<suite>/summary.json`): the seed-mean "
               "ratio of `auto-epochs` (keep='auto' told the run's length in epochs) at each budget, beside the best "
               "fixed selection family's there (below 1 pays; never: it does not reach the frontier).", ""]  # fmt: skip
     rows = []

@@ -4,7 +4,8 @@
 (the grid: every family at every batch, LR and epochs, 3 seeds, ``--worker I/N`` to share it), ``timing`` (the
 interleaved step timing every run is priced at, with the price table's parts), ``report`` (the frontier read at the
 budget, every family's ratio per seed, the price table, the targets); ``all`` (default) runs them in turn. Suites:
-``recipes/frontier_suites.py``; the reading: ``benchmarks/results/frontier/README.md``.
+``recipes/frontier_suites.py``; the records: ``benchmarks/results/frontier/<suite>/table.md``, listed in
+``benchmarks/README.md``.
 """
 
 from __future__ import annotations

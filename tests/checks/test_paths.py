@@ -5,7 +5,8 @@ not a reference, and is not checked.
 
 A path is a token that starts at one of the repository's top folders (``sbdata/``, ``tests/``, ``examples/``,
 ``benchmarks/``, ``docs/``, ``.ci/``) and ends in a file name with a suffix, or in ``/`` for a folder. Paths with
-a placeholder (``<suite>``, ``{name}``, ``*``, ``...``) name a family and are checked up to the placeholder.
+a placeholder (``<suite>``, ``{name}``, ``*``, ``...``) name a family and are checked up to the placeholder. A path
+at a commit, as git spells it (``35a2266:benchmarks/old/README.md``), names a retired file and is not checked.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOPS = ("sbdata", "tests", "examples", "benchmarks", "docs", ".ci")
 PATH = re.compile(r"(?<![\w./-])((?:" + "|".join(re.escape(top) for top in TOPS) + r")/[\w./<>{}*-]*)")
 PLACEHOLDER = re.compile(r"[<{*]|\.\.\.")
+AT_COMMIT = re.compile(r"\b[0-9a-f]{7,40}:$")  # ``<commit>:`` before a path: git's spelling of a file at a commit
 SUFFIXES = (".py", ".md", ".json", ".jsonl", ".png", ".toml", ".txt", ".csv", ".cfg", ".yaml", ".yml", ".sh", ".tar")
 # made when a command runs, not kept in the tree (see .gitignore)
 MADE_AT_RUN_TIME = ("benchmarks/.cache/", "benchmarks/results/tmp/", "benchmarks/results/gpu/")  # gpu: no record yet
@@ -25,6 +27,8 @@ MADE_AT_RUN_TIME = ("benchmarks/.cache/", "benchmarks/results/tmp/", "benchmarks
 def _named_paths(text: str) -> list[str]:
     found = []
     for match in PATH.finditer(text):
+        if AT_COMMIT.search(text, 0, match.start()):
+            continue
         path = match.group(1).rstrip(".,:;)")
         cut = PLACEHOLDER.search(path)
         if cut:
@@ -75,3 +79,4 @@ def test_the_path_finder_reads_what_it_should():
     text = "see sbdata/engine/_engine.py, `benchmarks/results/auto/<suite>/table.md` and docs/design.md."
     assert _named_paths(text) == ["sbdata/engine/_engine.py", "benchmarks/results/auto/", "docs/design.md"]
     assert _named_paths("import sbdata.engine; mysbdata/x.py; examples/common.load_mnist1d") == []
+    assert _named_paths("`git show 35a2266:benchmarks/gone/README.md`, benchmarks/x.md") == ["benchmarks/x.md"]
