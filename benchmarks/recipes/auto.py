@@ -60,7 +60,7 @@ SUITES = {s.name: s for s in (
     AutoSuite("noisy30-100k", "mnist1d", "cnn", 8, {"samples": 100_000, "noise": 0.3}, before="evals32"),
     AutoSuite("digits", "digits", "cnn", 25, harm=False),
 )}  # fmt: skip
-FRONTIER = ("scratch-cnn", "scratch-noisy", "scratch-mlp", "continued", "continued-lm", "fashion-cnn")
+FRONTIER = ("scratch-wide", "scratch-cnn", "scratch-noisy", "scratch-mlp", "continued", "continued-lm", "fashion-cnn")
 
 
 def arms(recipe: dict[str, Any]) -> list[Arm]:
