@@ -1,20 +1,20 @@
 """``keep="auto"``: select only where trials on the user's own run measure that it pays (``docs/method_card.md``,
 "Does selection pay?").
 
-:class:`Auto` holds the settings; ``sbdata.engine``'s ``AutoController`` applies them. Training starts on whole
-batches. After ``warmup`` loader batches, a *trial* trains ``window`` batches at a time with each arm in a
-palindromic order (plain, then each share of ``keeps``, and back: :func:`~sbdata.auto.trial_order`), scoring every
-batch before training on it, and fits each arm's progress per window (:func:`~sbdata.auto.fit_progress`). The arm
-with the most progress per second is chosen when its measured speed-up clears ``1 + margin`` by ``z`` standard
-errors (:func:`~sbdata.auto.verdict`); otherwise training goes on as plain, as the user wrote it. A new trial
-re-checks each decision (selection can stop paying, or start to, as training goes on), ``2 every`` loader batches
-later, twice as long after each verdict that repeats the last; while selection is on it stays on unless a trial
-measures it below whole batches. Trial windows are training, not discarded work: plain windows train as the user
-would, selection windows as a fixed share would, so a trial bounds their harm: a selection window measured below
-whole batches stops it at once (``stop_z``), and where the run's length is known (``run``) a trial whose selection
-windows would take too much of the run left is not run (``trial_share``). Decisions are read from copies issued a
-window earlier, so they never wait for the device, and under ``torch.distributed`` one ``all_reduce`` of the trial's
-sums makes every rank decide alike.
+:class:`Auto` holds the settings; ``sbdata.engine``'s ``AutoController`` applies them. A trial needs the run's
+length (``Auto(epochs=...)``, ``Auto(run=...)``, a Schedule's ``total_steps``, or a trainer integration's plan):
+without it no trial runs, training goes on whole batches, as the user wrote it, and a warning says once how to state
+the length. With it, training starts on whole batches. After ``warmup`` loader batches, a *trial* trains ``window``
+batches at a time with each arm in a palindromic order (plain, then each share of ``keeps``, and back:
+:func:`~sbdata.auto.trial_order`), scoring every batch before training on it, and fits each arm's progress per
+window (:func:`~sbdata.auto.fit_progress`). The arm with the most progress per second is chosen when its measured
+speed-up clears ``1 + margin`` by ``z`` standard errors (:func:`~sbdata.auto.verdict`); otherwise training goes on
+as plain. A new trial re-checks each decision ``2 every`` loader batches later, twice as long after each verdict
+that repeats the last; while selection is on it stays on unless a trial measures it below whole batches. Trial
+windows are training, not discarded work, so a trial bounds their harm: a selection window measured below whole
+batches stops it at once (``stop_z``), and a trial whose selection windows would take more than ``trial_share`` of
+the run left is not run. Decisions are read from copies issued a window earlier, so they never wait for the device,
+and under ``torch.distributed`` one ``all_reduce`` of the trial's sums makes every rank decide alike.
 """
 
 from __future__ import annotations
@@ -73,10 +73,13 @@ class Auto:
             once): steps on a single sample break BatchNorm and, on the byte LM at batch 4 (keep 0.25: one
             sequence), the trial's selection windows alone cost 0.12-0.14 nats/byte at the end of the run.
             Default 2.
-        run: loader batches of the whole run (a Schedule's ``total_steps``: every loader batch, selected or not),
-            an int >= 1, which bounds what a trial may cost (``trial_share``). Default None: a
-            :class:`~sbdata.Schedule`'s ``total_steps`` when one is given (:meth:`sized`); else not known (a
-            stream, or ``epochs`` never told), and only ``stop_z`` bounds a trial's harm.
+        epochs: epochs of the whole run, an int >= 1: the run is ``epochs * len(loader)`` loader batches (the
+            loader :class:`~sbdata.SBLoader` wraps; a loader without ``len()`` raises ``ValueError``, naming
+            ``run=``). Excludes ``run``. Default None.
+        run: loader batches of the whole run (every loader batch, selected or not), an int >= 1, which bounds what
+            a trial may cost (``trial_share``). Excludes ``epochs``. Default None: ``epochs * len(loader)``, else a
+            :class:`~sbdata.Schedule`'s ``total_steps``, else the plan of the trainer integration that built the
+            loader; with none of them the run's length is not known and no trial runs (whole batches).
         trial_share: the most a trial's selection windows may take of the loader batches left in the known
             ``run`` when it starts, in (0, 1]: a trial that would take more is not run (a decision for whole
             batches, said once). Where selection hurts, the batches after a trial repair what its selection windows
@@ -107,6 +110,7 @@ class Auto:
     clock: Callable[[], float] | None = None
     decisions_kept: int = 32
     min_kept: int = 2
+    epochs: int | None = None
     run: int | None = None
     trial_share: float = 0.125
     stop_z: float = 2.0
@@ -124,11 +128,17 @@ class Auto:
         _check_number("margin", self.margin, lambda v: 0 <= v < math.inf, "a finite number >= 0, e.g. 0.05")
         _check_number("trial_share", self.trial_share, lambda v: 0 < v <= 1, "a share in (0, 1], e.g. 0.125")
         _check_number("stop_z", self.stop_z, lambda v: v > 0, "a number > 0 (math.inf: never stop), e.g. 2.0")
+        if self.epochs is not None and (isinstance(self.epochs, bool) or not isinstance(self.epochs, int)
+                                        or self.epochs < 1):  # fmt: skip
+            raise ValueError(f"Auto.epochs must be the epochs of the whole run, an int >= 1, or None, got "
+                             f"{self.epochs!r}: pass e.g. Auto(epochs=10)")  # fmt: skip
         if self.run is not None and (isinstance(self.run, bool) or not isinstance(self.run, int) or self.run < 1):
             raise ValueError(
                 f"Auto.run must be the loader batches of the whole run, an int >= 1, or None, got {self.run!r}: pass "
-                "e.g. run=epochs * len(loader)"
+                "e.g. run=epochs * len(loader), or Auto(epochs=...)"
             )
+        if self.epochs is not None and self.run is not None:
+            raise ValueError("Auto takes epochs or run, not both: drop one of them")
         for name, low in (("window", 1), ("settle", 1), ("cycles", 1), ("warmup", 0), ("every", 1),
                           ("decisions_kept", 1), ("min_kept", 1)):  # fmt: skip
             value = getattr(self, name)
@@ -146,16 +156,25 @@ class Auto:
         as for a stream): ``window`` ``round(epoch / 20)`` within [2, 16], ``settle`` ``round(0.15 epoch)`` within
         [2, 48] (16 and 48 when not known), ``warmup`` ``min(64, epoch)``, ``every`` ``min(1024, 8 epoch)``. A trial
         is then about 1.6 epochs of a long epoch and 3 of a short one (8 windows of 2 + 2 batches), so a short run
-        still decides within a few epochs. ``run`` (a Schedule's ``total_steps``; None: not known) fills
-        :attr:`run` where it is None (a ``run`` set in these settings stands).
+        still decides within a few epochs. :attr:`run` becomes the run's length in loader batches: the ``run`` set
+        here, else ``epochs * epoch``, else the ``run`` passed (a Schedule's ``total_steps`` or a trainer's plan;
+        None: not known); :attr:`epochs` becomes None.
 
         Raises:
-            ValueError: for an ``epoch`` or ``run`` that is not an int >= 1 or None.
+            ValueError: for an ``epoch`` or ``run`` that is not an int >= 1 or None, or :attr:`epochs` without an
+                ``epoch`` (a loader without ``len()``), naming ``run=`` as the fix.
         """
         if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1):
             raise ValueError(f"epoch must be the loader batches per epoch, an int >= 1, or None; got {epoch!r}")
         if run is not None and (isinstance(run, bool) or not isinstance(run, int) or run < 1):
             raise ValueError(f"run must be the loader batches of the whole run, an int >= 1, or None; got {run!r}")
+        if self.epochs is not None and epoch is None:
+            raise ValueError(
+                f"Auto(epochs={self.epochs}) needs the loader's len() to count the run's batches, and this loader has "
+                "none (a stream, or an IterableDataset without __len__): pass Auto(run=N) instead, N the loader "
+                "batches of the whole run"
+            )
+        told = self.run if self.epochs is None or epoch is None else self.epochs * epoch
         window = WINDOW if epoch is None else min(WINDOW, max(2, round(epoch / 20)))
         settle = SETTLE if epoch is None else min(SETTLE, max(2, round(epoch * 0.15)))
         return replace(
@@ -164,7 +183,8 @@ class Auto:
             settle=settle if self.settle is None else self.settle,
             warmup=(64 if epoch is None else min(64, epoch)) if self.warmup is None else self.warmup,
             every=(1024 if epoch is None else min(1024, 8 * epoch)) if self.every is None else self.every,
-            run=run if self.run is None else self.run,
+            epochs=None,
+            run=run if told is None else told,
         )
 
     @property
@@ -194,9 +214,10 @@ class Keep:
     """What ``keep=`` asks for, decoded and sized once (:meth:`from_input`); every part below the door receives this.
 
     Composer's ``Time.from_input`` shape: each accepted spelling of ``keep=`` (a share, None, ``"auto"``,
-    :class:`Auto`) becomes one value at the front end (:class:`~sbdata.SBLoader` knows the epoch's length; a bare
-    engine decodes it itself, as for a stream); the engine, the options check and the ``keep="auto"`` controller
-    read its fields and never decode or size again.
+    :class:`Auto`) becomes one value, with the run's length, in one place: the engine's constructor, told the
+    epoch's length and the trainer's plan by the front end that built it (:class:`~sbdata.SBLoader` knows the
+    epoch's length; the other front ends are streams). The options check and the ``keep="auto"`` controller read its
+    fields and never decode or size again.
 
     Attributes:
         share: the share an SB step keeps, in (0, 1]; with ``keep="auto"`` the largest trialled share (the one
@@ -212,20 +233,19 @@ class Keep:
 
     @classmethod
     def from_input(cls, keep: Any, epoch: int | None = None, run: int | None = None) -> Keep:
-        """Decode ``keep=`` (a :class:`Keep` passes through unchanged).
+        """Decode ``keep=`` with the run's length.
 
         Args:
             keep: a share in (0, 1], None (0.5, not given), ``"auto"`` or :class:`Auto` settings.
-            epoch: loader batches per epoch, which sizes ``keep="auto"``'s trials; None for a stream or an unknown
-                length.
-            run: loader batches of the whole run (a :class:`~sbdata.Schedule`'s ``total_steps``), which bounds
-                what ``keep="auto"``'s trials may cost (:attr:`Auto.trial_share`); None when not known.
+            epoch: loader batches per epoch, which sizes ``keep="auto"``'s trials and counts ``Auto(epochs=...)``;
+                None for a stream or an unknown length.
+            run: loader batches of the whole run where the user's ``Auto`` does not state it (a
+                :class:`~sbdata.Schedule`'s ``total_steps``, or a trainer's plan); None when not known.
 
         Raises:
-            ValueError: for a share outside (0, 1] or any other value, naming the accepted ones.
+            ValueError: for a share outside (0, 1] or any other value, naming the accepted ones; for
+                ``Auto(epochs=...)`` without an ``epoch``.
         """
-        if isinstance(keep, Keep):
-            return keep
         if isinstance(keep, str) and keep == "auto":
             keep = Auto()
         if isinstance(keep, Auto):

@@ -25,6 +25,7 @@ from sbdata.auto import (
 )
 from sbdata.batch import HostCopy
 from sbdata.engine._cost_meter import CostMeter
+from sbdata.engine._schedule import Schedule
 from sbdata.policies import keep_count
 
 SUMS = 7  # per measured part: quality sum and count; the SB steps' score sum, sum of squares, count; SB steps;
@@ -75,16 +76,19 @@ class AutoController:
     made once) accumulates the running average of the live parameters after each step; during the next ``settle``
     batches that average is measured on each arriving batch before it is trained on, into device sums copied to the
     host as the part ends. ``window`` batches after the last one (the copies have landed by then), the controller
-    fits each arm's progress and decides.
+    fits each arm's progress and decides. Without the run's length (``Auto.run`` None once sized) no trial starts:
+    every batch goes whole, and a warning at the user's line says once how to state the length.
 
     Args:
         keep: the decoded ``keep=`` (:class:`~sbdata.auto.Keep`) whose ``auto`` holds the sized settings.
         model: the module the scoring pass calls (its parameters are averaged into the shadow; never written).
         device: the scoring device.
         lockstep: the engine's coordinator under ``torch.distributed``, or None.
+        schedule: the engine's schedule: trials run on the batches it selects on, which a window narrows (said
+            once).
     """
 
-    def __init__(self, keep: Keep, model: nn.Module, device: torch.device, lockstep: Any) -> None:
+    def __init__(self, keep: Keep, model: nn.Module, device: torch.device, lockstep: Any, schedule: Schedule) -> None:
         settings = keep.auto
         window, settle, warmup, every = (
             (None,) * 4 if settings is None else (settings.window, settings.settle, settings.warmup, settings.every)
@@ -94,7 +98,8 @@ class AutoController:
         self.settings, self.model, self.device = settings, model, device
         self.window, self.settle, self.warmup, self.every = window, settle, warmup, every
         self.lockstep = lockstep
-        self.meter = None if settings.costs is not None else CostMeter(device, settings.clock)
+        self.told = settings.run is not None  # without the run's length: no trial, whole batches
+        self.meter = None if settings.costs is not None or not self.told else CostMeter(device, settings.clock)
         self.keeps = tuple(sorted(settings.keeps))  # arm a keeps keeps[a - 1], smallest first
         self.order = trial_order(len(self.keeps), settings.cycles)
         self.on = False
@@ -113,6 +118,23 @@ class AutoController:
         self.decisions: list[list[float]] = []  # [step, on, keep, tau, speedup] per decision
         self.reason = ""
         self.warned = False
+        if not self.told:
+            self.reason = (
+                "the run's length is not known, so auto runs no trial and trains on whole batches, as you wrote: pass "
+                "keep=Auto(epochs=N) here (N: the epochs you train; Auto(run=N) in loader batches) to let it measure "
+                "whether selection pays"
+            )
+            self.warned = True
+            warn_from_user_code(f"sbdata keep='auto': {self.reason}")
+        elif schedule.interrupt or (
+            (schedule.total_steps is not None or schedule.progress is not None)
+            and (schedule.start > 0 or schedule.end < 1)
+        ):
+            warn_from_user_code(
+                f"sbdata keep='auto' under {schedule!r} trials and selects only on the batches the schedule selects "
+                "on (inside its window, not on its interrupt batches); to let auto decide over the whole run, drop "
+                "the Schedule and pass keep=Auto(epochs=N)"
+            )
 
     # ----------------------------------------------------------------- the live cost meter's events
     def output_requested(self) -> None:
@@ -148,6 +170,8 @@ class AutoController:
         or decides first (the live model is as the steps on the batches before left it)."""
         position = self.routed
         self.routed += 1
+        if not self.told:
+            return Route(False, self.keep)
         self.largest = max(self.largest, n)
         if position == self.trial_start:
             few = self._too_few()
@@ -263,7 +287,7 @@ class AutoController:
         if tail[0] < world or any(row[1] <= 0 for row in sums) or steps <= 0:  # no verdict: the last one stands
             standing = f"Selection stays on at keep {self.keep:g}" if self.on else "Training stays on whole batches"
             self._record(step, f"Could not decide: a trial window measured nothing (no finite quality) or no step "
-                               f"was timed yet. {standing}. Next trial in {self.every} batches")  # fmt: skip
+                               f"was timed yet. {standing}. {self._next(step, self.every, 'trial')}")  # fmt: skip
             return
         costs = CostTable(*(v / world for v in tail[1:]))
         self.tau = tau_from_sums(total, squares, count)
@@ -283,7 +307,7 @@ class AutoController:
         self.score_share = score_share(self.keep, batch, costs)
         self.predicted = shrink_speedup(self.tau, self.keep, batch, costs)
         self._record(step, f"{result.reason}. The spread of the losses alone had predicted {self.predicted:.2f}x at "
-                           f"keep {self.keep:g} (tau {self.tau:.2f}). Next trial in {gap} batches")  # fmt: skip
+                           f"keep {self.keep:g} (tau {self.tau:.2f}). {self._next(step, gap, 'trial')}")  # fmt: skip
 
     def _settle_on(self, on: bool) -> int:
         """Take the verdict ``on`` and schedule the next trial; returns its wait in loader batches. Each verdict
@@ -314,8 +338,8 @@ class AutoController:
             what = (f"keep {keep:g} keeps fewer than min_kept={least} samples per batch on {few} of "
                     f"{self.lockstep.world} ranks (here {kept} of {self.largest})")  # fmt: skip
         self._record(step, f"Whole batches, no trial: {what}. A step on so few samples is noise, and breaks "
-                           f"BatchNorm. Pass Auto(keeps=...) with larger shares, or a larger batch. Next check in "
-                           f"{gap} batches", trial=False)  # fmt: skip
+                           f"BatchNorm. Pass Auto(keeps=...) with larger shares, or a larger batch. "
+                           f"{self._next(step, gap, 'check')}", trial=False)  # fmt: skip
 
     # ----------------------------------------------------------------- the bound on a trial's harm
     def _selection_batches(self) -> int:
@@ -331,13 +355,14 @@ class AutoController:
     def _skip_dear(self, step: int) -> None:
         """Decide for whole batches without a trial: the run left is too short for its selection windows."""
         gap = self._settle_on(False)
-        run, share = self.settings.run, self.settings.trial_share
+        run, share, dear = self.settings.run, self.settings.trial_share, self._selection_batches()
         assert run is not None  # _too_dear: a known length
-        self._record(step, f"Whole batches, no trial: a trial's selection windows ({self._selection_batches()} "
-                           f"loader batches) would take more than trial_share={share:g} of the {run - step} batches "
-                           f"left in this run of {run}. Where selection hurts, the batches after a trial must repair "
-                           "what its selection windows did, and these are too few. Pass Auto(trial_share=...) to "
-                           f"allow more. Next check in {gap} batches", trial=False)  # fmt: skip
+        more = "Pass Auto(trial_share=...) to allow more. " if dear < run - step else ""  # a larger share could fit
+        self._record(step, f"Whole batches, no trial: a trial's selection windows ({dear} loader batches) would take "
+                           f"more than trial_share={share:g} of the {run - step} batches left in this run of {run}. "
+                           "Where selection hurts, the batches after a trial must repair what its selection windows "
+                           f"did, and these are too few. {more}{self._next(step, gap, 'check')}",
+                     trial=False)  # fmt: skip
 
     def _stop_if_harmful(self, position: int, step: int) -> None:
         """At routed batch ``position``, while selection is off (a trial's selection windows are then extra harm
@@ -378,18 +403,16 @@ class AutoController:
         self._record(step, f"Decided: train on whole batches, without finishing the trial: in window {measured + 1} "
                            f"of {len(self.order)}, the model trained keeping {keep:g} of each batch measured "
                            f"{-errors:.1f} standard errors below whole batches' last window, past the limit of "
-                           f"stop_z={self.settings.stop_z:g}, so the trial stopped there to bound its harm. Next "
-                           f"trial in {wait} batches{self._unknown_length()}")  # fmt: skip
+                           f"stop_z={self.settings.stop_z:g}, so the trial stopped there to bound its harm. "
+                           f"{self._next(step, wait, 'trial')}")  # fmt: skip
 
-    def _unknown_length(self) -> str:
-        """Where the run's length is not known, what telling it would do (appended to a stopped trial's reason)."""
-        if self.settings.run is not None:
-            return ""
-        return (
-            ". This run's length is not known, so the trial ran however short the run: pass it, "
-            "Schedule(total_steps=epochs * len(loader)) or Auto(run=epochs * len(loader)), and a trial whose selection "
-            "windows would take more than trial_share of the batches left is not run"
-        )
+    def _next(self, step: int, gap: int, what: str) -> str:
+        """``Next {what} in {gap} batches`` after loader batch ``step``, or, where the run ends first, that none is
+        left (no message points past the run's end)."""
+        run = self.settings.run
+        if run is not None and step + gap >= run:
+            return f"No {what} is left in this run ({run - step} batches left)"
+        return f"Next {what} in {gap} batches"
 
     def _record(self, step: int, reason: str, trial: bool = True) -> None:
         decision = [float(step), float(self.on), self.keep, self.tau, self.speedup]

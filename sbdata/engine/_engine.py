@@ -53,9 +53,17 @@ class SelectionEngine:
     let the policy choose, take the same samples from every field, and emit the subset, or, with ``batch_size``,
     add it to a pool that emits batches of exactly ``batch_size``.
 
+    ``keep=`` and the run's length are decoded here, once (:meth:`~sbdata.auto.Keep.from_input`).
+
     Args:
         model: the live ``nn.Module`` being trained (scored in place, never copied).
         loss_fn: per-sample loss, called as ``loss_fn(outputs, targets, reduction='none')``, or a loss module.
+        epoch: loader batches per epoch, an int >= 1, as the front end knows it (:class:`~sbdata.SBLoader`: the
+            loader's ``len()``); sizes ``keep="auto"``'s trials and counts ``Auto(epochs=...)``. Default None: a
+            stream.
+        planned: loader batches of the whole run as a trainer integration plans it, an int >= 1; a length the user
+            states (``Auto(epochs=...)``, ``Auto(run=...)``, a Schedule's ``total_steps``) stands. Default None: not
+            known.
         **options: the keyword options, each with its type, meaning and default in
             :class:`~sbdata.EngineOptions` (``keep``, ``policy``, ``schedule``, ``batch_size``, ``cache``, ...).
     """
@@ -64,6 +72,8 @@ class SelectionEngine:
         self,
         model: nn.Module,
         loss_fn: LossFn,
+        epoch: int | None = None,
+        planned: int | None = None,
         *,
         keep: KeepArg = None,
         policy: PolicyArg = "topk",
@@ -88,8 +98,8 @@ class SelectionEngine:
         process_group: Any = None,
         lazy_columns: bool = False,
     ) -> None:
-        # a front end's decoded Keep as it is; a bare engine's sized as a stream's, bounded by the schedule's length
-        self.keep = Keep.from_input(keep, None, getattr(schedule, "total_steps", None))
+        told = getattr(schedule, "total_steps", None)  # the user's Schedule's length stands over a trainer's plan
+        self.keep = Keep.from_input(keep, epoch, planned if told is None else told)
         _options.check_engine_options(model, schedule, batch_size, drop_last)
         self.model = model
         self.schedule = schedule if schedule is not None else Schedule()
@@ -133,7 +143,9 @@ class SelectionEngine:
         self.pool = self.emitter.pool
         self.controller: AutoController | None = None
         if self.keep.auto is not None:
-            self.controller = AutoController(self.keep, scoring_module(model), self.device, self._lockstep)
+            self.controller = AutoController(
+                self.keep, scoring_module(model), self.device, self._lockstep, self.schedule
+            )
         self._passes = Passes()
         self._intake = Intake(
             model, self.device, self.schedule, self.sb_step, self.emitter, self.tracker, self._passes, self.controller

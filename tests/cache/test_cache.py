@@ -204,8 +204,7 @@ def test_observe_reaches_the_cache_through_the_node_and_the_stage():
 
 
 def test_bucket_sizes_round_stale_counts_up_to_a_few_sizes():
-    from sbdata.cache._cache import BUCKETS
-    from sbdata.cache._cache import bucket_size
+    from sbdata.cache._cache import BUCKETS, bucket_size
 
     assert BUCKETS == 4
     assert [bucket_size(m, 256, 256) for m in (0, 1, 64, 65, 129, 200, 256)] == [0, 64, 64, 128, 192, 256, 256]

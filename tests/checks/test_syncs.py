@@ -164,13 +164,19 @@ CONFIGS = [
     # keep="auto" on a fixed cost table, trials of short windows again and again (measuring, averaging, deciding)
     pytest.param(
         {
-            "keep": Auto(keeps=(0.25,), window=2, settle=1, cycles=1, warmup=1, every=3, costs=CostTable(1e-3, 3.0)),
+            "keep": Auto(
+                keeps=(0.25,), window=2, settle=1, cycles=1, warmup=1, every=3, costs=CostTable(1e-3, 3.0), run=1000
+            ),
             "batch_size": 8,
         },
         id="auto-trials-pooled",
     ),
     pytest.param(
-        {"keep": Auto(window=2, settle=1, cycles=1, warmup=1, every=3, costs=CostTable.forward_equivalents())},
+        {
+            "keep": Auto(
+                window=2, settle=1, cycles=1, warmup=1, every=3, costs=CostTable.forward_equivalents(), run=1000
+            )
+        },
         id="auto-trials",
     ),
     pytest.param({"policy": "importance", "return_weights": True}, id="importance-weights"),
