@@ -34,34 +34,31 @@ WINDOW, SETTLE = 16, 48  # window and settle of a long epoch or a stream
 
 @dataclass(frozen=True)
 class Auto:
-    """Settings of ``keep="auto"`` (``"auto"`` is ``Auto()``; the same defaults for every policy and task).
+    """Settings of ``keep="auto"`` (``"auto"`` is ``Auto()``; the same defaults for every policy and task). Why each
+    default is what it is, with the measurements: ``docs/method_card.md``, "Does selection pay?".
 
-    With the defaults and an epoch of 320 loader batches or more (or a stream), a trial is 8 windows of 48 + 16
-    loader batches (512 batches; half of them plain training, half top-k's keep 0.25 or the policy's), starting after
-    64 batches; the next trial starts 2048 batches after a decision, twice as long after each verdict that repeats
-    the last (the wait doubles while the verdict holds). :class:`~sbdata.SBLoader` sizes shorter epochs down
-    (:meth:`sized`). Each of a window's first ``settle`` batches measures the previous window's averaged model
-    before it is trained on: one forward of the averaged copy per measured batch (a third of a plain step's
-    seconds when scoring is a third of a step), on three quarters of a trial's batches with the defaults.
+    A trial is ``cycles`` palindromes of ``2 (len(keeps) + 1)`` windows of ``settle + window`` loader batches (with
+    the defaults on an epoch of 320 loader batches or more: 8 windows of 48 + 16, 512 batches, half of them
+    selection), after ``warmup`` batches; :meth:`sized` fills the sizes left None from the epoch's length. Each of a
+    window's first ``settle`` batches also measures the previous window's averaged model: one more forward per
+    measured batch. No trial runs without the run's length (``epochs``, ``run``, a Schedule's ``total_steps`` or a
+    trainer integration's plan).
 
     Attributes:
-        keeps: the shares trialled against plain training, each in (0, 1). Default (0.25,): the share that won
-            on every clean suite; each more share adds two windows per cycle.
-        window: loader batches per trial window over which progress is measured, an int >= 1. Default None:
-            sized from the run (:meth:`sized`), 16 for an epoch of 320 loader batches or more.
-        settle: loader batches at the start of each trial window (the switch's transient, which on the measured
-            suites outlasted 16 batches and not 48); the previous window's averaged model is measured on them,
-            before they are trained on. An int >= 1. Default None: sized from the run, 48 for an epoch of 320
-            loader batches or more.
-        cycles: palindromes per trial (each ``2 (len(keeps) + 1)`` windows), an int >= 1; the fit needs more
-            windows than ``len(keeps) + 3``. Default 2.
+        keeps: the shares trialled against plain training, each in (0, 1), distinct. Default (0.25,); each more
+            share adds two windows per cycle.
+        window: loader batches per trial window over which progress is measured, an int >= 1. Default None: sized
+            from the run (:meth:`sized`), 16 for an epoch of 320 loader batches or more.
+        settle: loader batches at the start of each trial window, on which the previous window's averaged model is
+            measured before they are trained on, an int >= 1. Default None: sized from the run, 48 for an epoch of
+            320 loader batches or more.
+        cycles: palindromes per trial, an int >= 1; the fit needs more windows than ``len(keeps) + 3``. Default 2.
         warmup: loader batches of plain training before the first trial, an int >= 0. Default None: 64, or one
             epoch if shorter.
         every: sets the wait between a decision and the next trial, an int >= 1: after the ``n``-th verdict in a
-            row that is the same (on, or off) the wait is ``every * 2 ** n``, which bounds what trials cost both
-            where selection pays (their plain windows) and where it hurts (their selection windows). A trial while
-            selection is on (the exit test) keeps it on unless it measures below whole batches by ``z`` standard
-            errors. Default None: 1024, or 8 epochs if shorter.
+            row that is the same (on, or off) the wait is ``every * 2 ** n`` loader batches. A trial while selection
+            is on (the exit test) keeps it on unless it measures below whole batches by ``z`` standard errors.
+            Default None: 1024, or 8 epochs if shorter.
         z: standard errors by which the measured speed-up must clear ``1 + margin``, >= 0. Default 1.0.
         margin: see ``z``, >= 0. Default 0.05.
         costs: a fixed :class:`~sbdata.CostTable` (tests; or a calibrated one); None measures live.
@@ -70,32 +67,23 @@ class Auto:
         decisions_kept: decisions kept in ``stats.auto_decisions``, an int >= 1. Default 32.
         min_kept: the fewest samples a trialled share may keep of the largest loader batch seen, an int >= 1. A
             trial whose smallest share keeps fewer (on any rank) is not run (a decision for whole batches, said
-            once): steps on a single sample break BatchNorm and, on the byte LM at batch 4 (keep 0.25: one
-            sequence), the trial's selection windows alone cost 0.12-0.14 nats/byte at the end of the run.
-            Default 2.
+            once). Default 2.
         epochs: epochs of the whole run, an int >= 1: the run is ``epochs * len(loader)`` loader batches (the
             loader :class:`~sbdata.SBLoader` wraps; a loader without ``len()`` raises ``ValueError``, naming
             ``run=``). Excludes ``run``. Default None.
-        run: loader batches of the whole run (every loader batch, selected or not), an int >= 1, which bounds what
-            a trial may cost (``trial_share``). Excludes ``epochs``. Default None: ``epochs * len(loader)``, else a
-            :class:`~sbdata.Schedule`'s ``total_steps``, else the plan of the trainer integration that built the
-            loader; with none of them the run's length is not known and no trial runs (whole batches).
-        trial_share: the most a trial's selection windows may take of the loader batches left in the known
-            ``run`` when it starts, in (0, 1]: a trial that would take more is not run (a decision for whole
-            batches, said once). Where selection hurts, the batches after a trial repair what its selection windows
-            did, and a short run has too few: on MNIST-1D 20k with 30% of the labels flipped (378 loader batches),
-            top-k 0.25 for 12 batches cost 1 point of test accuracy and auto's 48 cost 11. Default 0.125: the
-            defaults' trial takes 0.105 of the ConvNet's 8 epochs of 313 batches and 0.15 of those 378.
+        run: loader batches of the whole run (every loader batch, selected or not), an int >= 1. Excludes
+            ``epochs``. Default None: ``epochs * len(loader)``, else a :class:`~sbdata.Schedule`'s
+            ``total_steps``, else the plan of the trainer integration that built the loader; with none of them the
+            run's length is not known and no trial runs (whole batches).
+        trial_share: the most a trial's selection windows may take of the loader batches left in the run when it
+            starts, in (0, 1]: a trial that would take more is not run (a decision for whole batches, said once).
+            Default 0.125.
         stop_z: a trial while selection is off stops at once, for whole batches, when a selection window's
             measured level (the quality of its averaged model) falls this many standard errors (its own and whole
             batches' level's, from the measured samples' spread) below the level of the last whole-batch window
-            before it: whole batches would not have lost ground, so selection's progress there is below theirs.
-            Checked as each selection window's measurement lands (``window`` loader batches after it is made, as
-            for the verdict: no wait for the device). The next trial comes when it would have after the trial's
-            verdict (an earlier one would land where fewer batches are left to repair it). Not while selection is
-            on: its windows are then what the run does anyway, and the exit test decides (on the MNIST-1D MLP's
-            plateau a stop there turned a measured win off on one seed of three). A number > 0; ``math.inf`` never
-            stops. Default 2.0.
+            before it. Checked as each selection window's measurement lands (``window`` loader batches after it is
+            made). The next trial comes when it would have after the trial's verdict. Not while selection is on:
+            the exit test decides there. A number > 0; ``math.inf`` never stops. Default 2.0.
     """
 
     keeps: tuple[float, ...] = (0.25,)

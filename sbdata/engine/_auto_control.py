@@ -296,7 +296,7 @@ class AutoController:
         # the average holds the states after settle .. span - 1 of the window's steps: its time in windows
         middle = (self.settle + (self.window - 1) / 2) / self._span()
         keeps = self.keeps
-        per_batch = [costs.train(batch)] + [costs.selection_step(batch, keep_count(k, batch)).seconds for k in keeps]
+        per_batch = [costs.train(batch)] + [costs.sb_step(batch, keep_count(k, batch)).seconds for k in keeps]
         incumbent = keeps.index(self.keep) + 1 if self.on else 0
         result = verdict(fit_progress(levels, self.order, len(keeps), middle), per_batch, keeps, z=settings.z,
                          margin=settings.margin, incumbent=incumbent)  # fmt: skip
