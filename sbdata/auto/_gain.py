@@ -26,9 +26,7 @@ from sbdata.policies import keep_count
 
 __all__ = [
     "CostTable",
-    "score_share",
     "score_sums",
-    "shrink_speedup",
     "small_batch_speedup",
     "speedup_range",
     "tau_from_sums",

@@ -6,9 +6,9 @@ length (``Auto(epochs=...)``, ``Auto(run=...)``, a Schedule's ``total_steps``, o
 without it no trial runs, training goes on whole batches, as the user wrote it, and a warning says once how to state
 the length. With it, training starts on whole batches. After ``warmup`` loader batches, a *trial* trains ``window``
 batches at a time with each arm in a palindromic order (plain, then each share of ``keeps``, and back:
-:func:`~sbdata.auto.trial_order`), scoring every batch before training on it, and fits each arm's progress per
-window (:func:`~sbdata.auto.fit_progress`). The arm with the most progress per second is chosen when its measured
-speed-up clears ``1 + margin`` by ``z`` standard errors (:func:`~sbdata.auto.verdict`); otherwise training goes on
+:func:`trial_order`), scoring every batch before training on it, and fits each arm's progress per
+window (:func:`fit_progress`). The arm with the most progress per second is chosen when its measured
+speed-up clears ``1 + margin`` by ``z`` standard errors (:func:`verdict`); otherwise training goes on
 as plain. A new trial re-checks each decision ``2 every`` loader batches later, twice as long after each verdict
 that repeats the last; while selection is on it stays on unless a trial measures it below whole batches. Trial
 windows are training, not discarded work, so a trial bounds their harm: a selection window measured below whole
@@ -174,14 +174,6 @@ class Auto:
             epochs=None,
             run=run if told is None else told,
         )
-
-    @property
-    def trial_batches(self) -> int:
-        """Loader batches of one trial, ``(settle + window) * cycles * 2 (len(keeps) + 1)``, of the sized settings
-        (:meth:`sized` without a length, where a size is None)."""
-        sized = self.sized()
-        assert sized.settle is not None and sized.window is not None
-        return (sized.settle + sized.window) * self.cycles * 2 * (len(self.keeps) + 1)
 
     def describe(self) -> str:
         """The settings a saved state depends on, for the options fingerprint."""

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from sbdata.auto import CostTable, score_sums, shrink_speedup, small_batch_speedup, speedup_range, tau_from_sums
-from sbdata.auto._gain import effective_batch, progress
+from sbdata.auto import CostTable, score_sums, small_batch_speedup, speedup_range, tau_from_sums
+from sbdata.auto._gain import effective_batch, progress, shrink_speedup
 
 FE = CostTable.forward_equivalents()  # score 1 per sample, train 3 per sample, no fixed costs
 

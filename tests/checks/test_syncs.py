@@ -32,7 +32,7 @@ SBDATA = str(Path(__file__).resolve().parents[2] / "sbdata")
 EXEMPT = (str(Path(SBDATA) / "batch" / "_hostcopy.py"),)
 COPIES_ALLOWED = (  # non-blocking copies at a fixed cadence, read once they have landed
     str(Path(SBDATA) / "engine" / "_finite.py"),  # the non-finite flag: one per 8 SB steps
-    str(Path(SBDATA) / "engine" / "_auto_control.py"),  # keep="auto"'s score sums: one per `every` scored steps
+    str(Path(SBDATA) / "auto" / "_control.py"),  # keep="auto"'s score sums: one per `every` scored steps
     str(Path(SBDATA) / "engine" / "_precision.py"),  # autocast_dtype='s check: one per autocast_check_every SB steps
     str(Path(SBDATA) / "engine" / "_score_mode.py"),  # the scoring-mode check: one per observe, the first 3 only
 )

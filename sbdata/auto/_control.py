@@ -1,4 +1,6 @@
-"""The ``keep="auto"`` controller: routes loader batches through trials and decisions (see ``sbdata.auto``)."""
+"""The route of ``keep=`` through the engine, the one seam between the engine and judging whether selection pays:
+:class:`FixedKeep` for a fixed share, :class:`AutoController` for ``keep="auto"`` (trials and decisions on the live
+run; see ``sbdata.auto``). The engine calls the same methods of either."""
 
 from __future__ import annotations
 
@@ -11,22 +13,14 @@ import torch
 from torch import nn
 
 from sbdata._util import warn_from_user_code
-from sbdata.auto import (
-    CostTable,
-    Keep,
-    fit_progress,
-    score_share,
-    score_sums,
-    shortfall,
-    shrink_speedup,
-    tau_from_sums,
-    trial_order,
-    verdict,
-)
+from sbdata.auto._gain import CostTable, score_share, score_sums, shrink_speedup, tau_from_sums
+from sbdata.auto._meter import CostMeter, FixedCosts
+from sbdata.auto._settings import Keep
+from sbdata.auto._trials import fit_progress, shortfall, trial_order, verdict
 from sbdata.batch import HostCopy
-from sbdata.engine._cost_meter import CostMeter
-from sbdata.engine._schedule import Schedule
 from sbdata.policies import keep_count
+
+__all__ = ["AutoController", "FixedKeep"]
 
 SUMS = 7  # per measured part: quality sum and count; the SB steps' score sum, sum of squares, count; SB steps;
 # quality sum of squares (the level's standard error, for the early stop)
@@ -42,13 +36,51 @@ class Route(NamedTuple):
 
     Attributes:
         select: run the SB step on it (else it is yielded whole).
-        keep: the share to keep when selecting, in (0, 1).
+        keep: the share to keep when selecting, in (0, 1); None: the SB step's own (a fixed ``keep=``).
         measure: measure the model's quality on it before it is trained on (a trial window's measured part).
     """
 
     select: bool
-    keep: float
+    keep: float | None
     measure: bool = False
+
+
+class FixedKeep:
+    """The route of a fixed ``keep=``: every batch the schedule selects on is selected at the SB step's own share;
+    nothing is timed, measured or saved (the events of :class:`AutoController` are no-ops here)."""
+
+    def route(self, step: int, n: int) -> Route:
+        return Route(True, None)
+
+    def count(self, selected: bool, n: int) -> None:
+        pass
+
+    def add(self, scores: torch.Tensor) -> None:
+        pass
+
+    def measure(self, split: Callable[[Any], Any], quality: Callable[..., torch.Tensor], batch: Any, n: int) -> int:
+        return 0
+
+    def output_requested(self) -> None:
+        pass
+
+    def output_handed(self, size: int) -> None:
+        pass
+
+    def scoring_started(self) -> None:
+        pass
+
+    def scoring_ended(self, n: int) -> None:
+        pass
+
+    def stats(self) -> dict[str, Any]:
+        return {}
+
+    def state_dict(self) -> None:
+        return None
+
+    def load_state_dict(self, state: Any) -> None:
+        pass
 
 
 def quality_sums(quality: torch.Tensor) -> torch.Tensor:
@@ -72,7 +104,7 @@ class AutoController:
 
     The routed loader batches (those the schedule selects on) are counted. A trial starts ``warmup`` of them into
     training, and ``every`` after each decision. Its windows of ``settle + window`` batches follow
-    :func:`~sbdata.auto.trial_order`. Over the last ``window`` batches of each, a copy of the model (the *shadow*,
+    :func:`trial_order`. Over the last ``window`` batches of each, a copy of the model (the *shadow*,
     made once) accumulates the running average of the live parameters after each step; during the next ``settle``
     batches that average is measured on each arriving batch before it is trained on, into device sums copied to the
     host as the part ends. ``window`` batches after the last one (the copies have landed by then), the controller
@@ -84,11 +116,13 @@ class AutoController:
         model: the module the scoring pass calls (its parameters are averaged into the shadow; never written).
         device: the scoring device.
         lockstep: the engine's coordinator under ``torch.distributed``, or None.
-        schedule: the engine's schedule: trials run on the batches it selects on, which a window narrows (said
-            once).
+        narrowed: the engine's schedule, written as the user wrote it, where it selects on only some batches (a
+            window, interrupt batches): trials run on those alone (said once). None where it selects on every batch.
     """
 
-    def __init__(self, keep: Keep, model: nn.Module, device: torch.device, lockstep: Any, schedule: Schedule) -> None:
+    def __init__(
+        self, keep: Keep, model: nn.Module, device: torch.device, lockstep: Any, narrowed: str | None = None
+    ) -> None:
         settings = keep.auto
         window, settle, warmup, every = (
             (None,) * 4 if settings is None else (settings.window, settings.settle, settings.warmup, settings.every)
@@ -99,7 +133,8 @@ class AutoController:
         self.window, self.settle, self.warmup, self.every = window, settle, warmup, every
         self.lockstep = lockstep
         self.told = settings.run is not None  # without the run's length: no trial, whole batches
-        self.meter = None if settings.costs is not None or not self.told else CostMeter(device, settings.clock)
+        live = settings.costs is None and self.told
+        self.meter = CostMeter(device, settings.clock) if live else FixedCosts(settings.costs)
         self.keeps = tuple(sorted(settings.keeps))  # arm a keeps keeps[a - 1], smallest first
         self.order = trial_order(len(self.keeps), settings.cycles)
         self.on = False
@@ -126,12 +161,9 @@ class AutoController:
             )
             self.warned = True
             warn_from_user_code(f"sbdata keep='auto': {self.reason}")
-        elif schedule.interrupt or (
-            (schedule.total_steps is not None or schedule.progress is not None)
-            and (schedule.start > 0 or schedule.end < 1)
-        ):
+        elif narrowed is not None:
             warn_from_user_code(
-                f"sbdata keep='auto' under {schedule!r} trials and selects only on the batches the schedule selects "
+                f"sbdata keep='auto' under {narrowed} trials and selects only on the batches the schedule selects "
                 "on (inside its window, not on its interrupt batches); to let auto decide over the whole run, drop "
                 "the Schedule and pass keep=Auto(epochs=N)"
             )
@@ -139,23 +171,19 @@ class AutoController:
     # ----------------------------------------------------------------- the live cost meter's events
     def output_requested(self) -> None:
         """The training loop asked for its next batch: the training step on the last one ended (live meter)."""
-        if self.meter is not None:
-            self.meter.requested()
+        self.meter.requested()
 
     def output_handed(self, size: int) -> None:
         """An output batch of ``size`` samples was handed to the training loop (live meter)."""
-        if self.meter is not None:
-            self.meter.handed(size)
+        self.meter.handed(size)
 
     def scoring_started(self) -> None:
         """An SB step's scoring pass begins (live meter)."""
-        if self.meter is not None:
-            self.meter.begin_score()
+        self.meter.begin_score()
 
     def scoring_ended(self, n: int) -> None:
         """An SB step's scoring pass on ``n`` samples ended (live meter)."""
-        if self.meter is not None:
-            self.meter.end_score(n)
+        self.meter.end_score(n)
 
     # ----------------------------------------------------------------- per loader batch
     def _span(self) -> int:
@@ -253,17 +281,12 @@ class AutoController:
         if self.shadow is None:
             return 0
         inputs, targets = split(batch)
-        if self.meter is not None:
-            self.meter.begin_score()
+        self.meter.begin_score()
         self.sums = self.sums + quality_sums(quality(self.shadow, inputs, targets, n)).to(self.sums.device)
-        if self.meter is not None:
-            self.meter.end_score(n)
+        self.meter.end_score(n)
         return n
 
     # ----------------------------------------------------------------- trials and decisions
-    def _costs(self) -> CostTable | None:
-        return self.settings.costs if self.meter is None else self.meter.table()
-
     def _decide(self, step: int) -> None:
         """Fit the trial whose copies have landed, decide, and schedule the next trial."""
         settings = self.settings
@@ -271,7 +294,7 @@ class AutoController:
         self.copies, self.averaged = [], 0
         self.trials += 1
         self.trial_start = self.routed - 1 + self.every  # rescheduled below once the verdict is known
-        costs = self._costs()
+        costs = self.meter.table()
         known = costs is not None
         params = [0.0] * 5 if costs is None else [costs.score_per_sample, costs.train_per_sample,
                                                   costs.score_fixed, costs.train_fixed, costs.overhead]  # fmt: skip
@@ -369,7 +392,7 @@ class AutoController:
         against what the run does; while it is on they are what it does, and the exit test decides): where a
         selection window's measurement landed (``window`` batches after it was made: no wait), stop the trial for
         whole batches if its level fell ``stop_z`` standard errors below the last whole-batch window's
-        (:func:`~sbdata.auto.shortfall`). One ``all_reduce`` of six numbers per
+        (:func:`shortfall`). One ``all_reduce`` of six numbers per
         selection window under ``torch.distributed``, so that every rank stops alike."""
         if self.on:  # selection is what the run does between trials: the exit test's verdict decides
             return
@@ -462,7 +485,7 @@ class AutoController:
             "counts": [self.on_steps, self.off_steps, self.trial_steps],
             "decisions": [list(d) for d in self.decisions],
             "reason": self.reason, "warned": self.warned,
-            "meter": None if self.meter is None else self.meter.state_dict(),
+            "meter": self.meter.state_dict(),
         }  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -480,5 +503,5 @@ class AutoController:
         self.on_steps, self.off_steps, self.trial_steps = (int(v) for v in state["counts"])
         self.decisions = [[float(v) for v in d] for d in state["decisions"]]
         self.reason, self.warned = str(state["reason"]), bool(state["warned"])
-        if self.meter is not None and state["meter"] is not None:
+        if state["meter"] is not None:
             self.meter.load_state_dict(state["meter"])

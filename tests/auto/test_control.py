@@ -22,7 +22,8 @@ from torchdata.nodes import IterableWrapper, Loader
 
 import sbdata
 from sbdata import Auto, CostTable, SBCollator, SBLoader, Schedule, SelectionEngine, keep_count
-from sbdata.engine._auto_control import Route
+from sbdata.auto import FixedKeep
+from sbdata.auto._control import Route
 from sbdata.nodes import SBSelector
 from sbdata.wds import sb_select
 from tests.helpers import OracleModel, ce, check_save_load, oracle_batch, roundtrip
@@ -125,14 +126,13 @@ def test_settings_are_checked_at_construction_naming_field_and_value(field, valu
         Auto(**{field: value})
 
 
-def test_settings_type_errors_and_the_trial_length():
+def test_settings_type_errors():
     with pytest.raises(TypeError, match="Auto.costs must be a sbdata.CostTable or None, got dict"):
         Auto(costs={"score": 1})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="Auto.clock must be callable"):
         Auto(clock=3.0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"got 'fast'"):
         SBLoader([], OracleModel([1.0]), ce, keep="fast")  # type: ignore[arg-type]
-    assert Auto().trial_batches == 8 * (48 + 16) and settings().trial_batches == 8 * 6
 
 
 def test_sbloader_sizes_the_trials_to_the_epoch():
@@ -280,10 +280,10 @@ def test_a_loader_without_a_length_gets_a_streams_sizes():
     assert SBLoader([], Planted(), planted_loss, keep="auto").engine.controller.settings == Auto().sized()
 
 
-def test_auto_string_is_the_default_settings_and_a_fixed_keep_has_no_controller():
+def test_auto_string_is_the_default_settings_and_a_fixed_keep_routes_through_the_no_op_route():
     assert SelectionEngine(OracleModel([1.0]), ce, keep="auto").controller.settings == Auto().sized()
     assert Auto().sized() == Auto(window=16, settle=48, warmup=64, every=1024)  # a stream's sizes
-    assert SelectionEngine(OracleModel([1.0]), ce, keep=0.5).controller is None
+    assert isinstance(SelectionEngine(OracleModel([1.0]), ce, keep=0.5).controller, FixedKeep)
 
 
 # ----------------------------------------------------------------------------------------------- routing
@@ -787,7 +787,7 @@ def test_transformers_trainer_passes_keep_auto_through(tmp_path):
 
 
 def test_the_live_meter_takes_medians_and_ignores_sizes_timed_too_rarely():
-    from sbdata.engine._cost_meter import MIN_CALLS, CostMeter
+    from sbdata.auto._meter import MIN_CALLS, CostMeter
 
     seconds = iter([])
     meter = CostMeter(torch.device("cpu"), clock=lambda: next(seconds))
@@ -811,7 +811,7 @@ def test_the_live_meter_takes_medians_and_ignores_sizes_timed_too_rarely():
 
 
 def test_a_size_timed_rarely_stays_out_of_the_fit_however_long_the_run():
-    from sbdata.engine._cost_meter import MIN_SHARE, CostMeter
+    from sbdata.auto._meter import MIN_SHARE, CostMeter
 
     seconds = iter([])
     meter = CostMeter(torch.device("cpu"), clock=lambda: next(seconds))
