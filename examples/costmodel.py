@@ -1,13 +1,14 @@
-"""Price an SB step on this machine before a long run: sbdata's calibrated cost model (``sbdata.auto.Costs``,
-``calibration_calls``, ``costs_from``, ``sb_step_seconds``; the model is described in ``sbdata/auto/_calibrated.py``)
-timed by this file's own interleaved loop.
+"""Price an SB step on this machine before a long run, with sbdata's one cost model (``sbdata.CostTable``: linear
+fits of the measured seconds, and its one step price, ``CostTable.sb_step``) timed by this file's own interleaved
+loop.
 
     python examples/costmodel.py             # the wide ConvNet of the quickstart, batch 256, keep 0.25 (about 3 s)
     python examples/costmodel.py --keep 0.5 --batch-size 128
 
 It times a training step at the loader batch and at the kept batch, a scoring forward and one SB step of an SBLoader
-engine (one torch thread, CPU seconds, interleaved calls), and prints the predicted seconds of a plain step and of an
-SB step: below 1 for their ratio, selection's steps are cheaper here (whether it reaches the accuracy sooner is the
+engine (one torch thread, CPU seconds, interleaved calls), fits a ``CostTable`` (sbdata's own work per SB step:
+the SB step's seconds less the scoring forward's), and prints the predicted seconds of a plain step and of an SB
+step: below 1 for their ratio, selection's steps are cheaper here (whether it reaches the accuracy sooner is the
 quickstart's question). Use one torch thread and, for stable numbers, the allocator pinning of
 ``benchmarks/lab/timing.py`` (``pin_allocator``).
 """
@@ -23,12 +24,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sbdata.auto import Costs, calibration_calls, costs_from, sb_step_seconds
+from sbdata import CostTable
 
-__all__ = ["Costs", "calibrate", "costs_from", "interleaved", "sb_step_seconds"]
+__all__ = ["calibrate", "interleaved"]
 
 
-def interleaved(calls: dict[str, Callable[[], None]], *, block: int, rounds: int, clock=time.perf_counter) -> dict:
+def interleaved(
+    calls: dict[str, Callable[[], object]], *, block: int, rounds: int, clock: Callable[[], float] = time.perf_counter
+) -> dict[str, float]:
     """Median seconds per call of each function. Calls are interleaved one by one (each round runs every function
     ``block`` times in turn, the order rotating every round), after one warm-up call each: so each call finds the
     caches as the other calls left them, as in a training loop, and a load change on a shared machine hits every
@@ -52,38 +55,56 @@ def calibrate(
     *,
     train_sizes: list[int],
     score_sizes: list[int],
-    make_optimizer: Callable[[nn.Module], torch.optim.Optimizer] | None = None,
-    engine_steps: dict[str, Callable[[], None]] | None = None,
-    engine_batch: int | None = None,
-    data_calls: dict[int, Callable[[], None]] | None = None,
+    sb_step: Callable[[], object] | None = None,
     block: int = 8,
     rounds: int = 5,
-    clock=time.perf_counter,
-    measure: bool = True,
-) -> Costs:
-    """Measure :class:`Costs` for a model on samples of ``x``/``y`` (at least the largest size): sbdata's
-    ``calibration_calls``, timed by :func:`interleaved`.
+    clock: Callable[[], float] = time.perf_counter,
+) -> CostTable:
+    """Fit a :class:`~sbdata.CostTable` for a model from interleaved timings (:func:`interleaved`) of a training
+    step (forward, backward, AdamW step) at each of ``train_sizes`` and a scoring forward (no grad, eval mode,
+    per-sample loss) at each of ``score_sizes``, on the first rows of ``x``/``y`` (at least the largest size).
 
     Args:
-        make_model: a fresh model (trained on copies, so the caller's stays untouched).
+        make_model: a fresh model (trained on its own copy, so the caller's stays untouched).
         x, y: inputs and targets to slice batches from.
-        train_sizes, score_sizes: the batch sizes to measure.
-        make_optimizer: the training recipe's optimizer; default AdamW(lr=1e-3).
-        engine_steps: by configuration name, one SB step of that configuration's engine on a ready batch of
-            ``engine_batch`` samples (e.g. ``lambda: engine.process(batch)``); its time minus
-            ``score[engine_batch]`` is that configuration's ``overhead``.
-        data_calls: by batch size, how the run gets one batch (e.g. ``lambda: next(iter(loader))``); default a
-            gather of random rows of ``x`` and ``y``.
+        train_sizes, score_sizes: the batch sizes to time.
+        sb_step: one SB step of an engine on a batch of ``score_sizes[-1]`` samples (e.g.
+            ``lambda: engine.process(batch)``); its seconds less the scoring forward's at that size are the table's
+            ``overhead``. Default None: overhead 0.
         block, rounds: each round calls every function ``block`` times, interleaved one by one.
         clock: the timer; ``time.thread_time`` on a shared CPU machine.
-        measure: False returns the calls by name instead, for :func:`costs_from` after timing them elsewhere.
     """
-    calls = calibration_calls(make_model, x, y, train_sizes=train_sizes, score_sizes=score_sizes,
-                              make_optimizer=make_optimizer, engine_steps=engine_steps, engine_batch=engine_batch,
-                              data_calls=data_calls)  # fmt: skip
-    if not measure:
-        return calls  # type: ignore[return-value]
-    return costs_from(interleaved(calls, block=block, rounds=rounds, clock=clock), engine_batch)
+    model = make_model()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def train(b: int) -> Callable[[], None]:
+        def step() -> None:
+            model.train()
+            loss = F.cross_entropy(model(x[:b]), y[:b])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+        return step
+
+    def score(b: int) -> Callable[[], None]:
+        def forward() -> None:
+            model.eval()
+            with torch.no_grad():
+                F.cross_entropy(model(x[:b]), y[:b], reduction="none")
+            model.train()
+
+        return forward
+
+    calls = {f"train {b}": train(b) for b in sorted(set(train_sizes))}
+    calls.update({f"score {b}": score(b) for b in sorted(set(score_sizes))})
+    if sb_step is not None:
+        calls["sb"] = sb_step
+    seconds = interleaved(calls, block=block, rounds=rounds, clock=clock)
+    overhead = max(0.0, seconds["sb"] - seconds[f"score {max(score_sizes)}"]) if sb_step is not None else 0.0
+    sized = {kind: {int(name.split()[1]): value for name, value in seconds.items() if name.startswith(kind)}
+             for kind in ("train", "score")}  # fmt: skip
+    return CostTable.fit(sized["score"], sized["train"], overhead)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -102,14 +123,13 @@ def main(argv: list[str] | None = None) -> dict:
     engine = SBLoader([], WideConvNet(), F.cross_entropy, keep=args.keep).engine
     costs = calibrate(
         WideConvNet, x, y, train_sizes=[args.batch_size, kept], score_sizes=[args.batch_size],
-        engine_steps={"sb": lambda: engine.process((x, y))}, engine_batch=args.batch_size, block=4, rounds=3,
-        clock=time.thread_time,
+        sb_step=lambda: engine.process((x, y)), block=4, rounds=3, clock=time.thread_time,
     )  # fmt: skip
-    plain = costs.plain_step(args.batch_size)
-    sb = sb_step_seconds(costs, args.batch_size, kept, overhead="sb")
+    plain = costs.train(args.batch_size)
+    sb = costs.sb_step(args.batch_size, kept).seconds
     print(f"plain step, batch {args.batch_size}: {plain * 1e3:.2f} ms (CPU, one thread)")
     print(f"SB step, batch {args.batch_size} keeping {kept}: {sb * 1e3:.2f} ms: {sb / plain:.2f} of a plain step's")
-    return {"plain": plain, "sb": sb, "costs": costs.as_dict()}
+    return {"plain": plain, "sb": sb, "costs": vars(costs)}
 
 
 if __name__ == "__main__":

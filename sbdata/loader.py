@@ -11,7 +11,6 @@ import sbdata._front as _front
 import sbdata.distributed as _dist
 from sbdata._front import EngineFront, SamplerOrder
 from sbdata._util import Unpack, epoch_length, warn_from_user_code
-from sbdata.auto import Keep
 from sbdata.engine import EngineOptions, LossFn, SelectionEngine
 
 __all__ = ["SBLoader"]
@@ -76,6 +75,8 @@ class SBLoader(EngineFront):
         loader: the batches to select from.
         model: the live model being trained.
         loss_fn: ``loss_fn(outputs, targets, reduction='none')`` or a loss module.
+        planned: loader batches of the whole run as a trainer plans it, an int >= 1 (the Lightning and transformers
+            integrations pass it); a script states its run with ``keep=Auto(epochs=N)``. Default None: not known.
         **options: keyword options of :class:`~sbdata.SelectionEngine` (see :class:`~sbdata.EngineOptions`).
     """
 
@@ -90,6 +91,7 @@ class SBLoader(EngineFront):
         loader: Iterable[Any] | Callable[[], Iterable[Any]],
         model: nn.Module,
         loss_fn: LossFn,
+        planned: int | None = None,
         **options: Unpack[EngineOptions],
     ) -> None:
         if not isinstance(loader, Iterable) and not callable(loader):
@@ -103,11 +105,7 @@ class SBLoader(EngineFront):
                 "once (a trainer integration wraps it for you: give it the plain loader)"
             )
         self.loader = loader
-        # keep= decoded once, keep="auto"'s trials sized to the epoch (a loader without a length is a stream) and
-        # bounded by the run's length when a Schedule gives it
-        run = getattr(options.get("schedule"), "total_steps", None)  # None: no Schedule, or one without a length
-        options["keep"] = Keep.from_input(options.get("keep"), epoch_length(loader), run)
-        self.engine = SelectionEngine(model, loss_fn, **options)
+        self.engine = SelectionEngine(model, loss_fn, epoch_length(loader), planned, **options)
         self._order = SamplerOrder(loader)
         self._stateless = not (
             callable(getattr(loader, "state_dict", None)) and callable(getattr(loader, "load_state_dict", None))

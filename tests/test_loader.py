@@ -161,7 +161,7 @@ def test_len_with_a_pool_is_refused_where_the_count_depends_on_the_run():
     from sbdata import Auto, CostTable
 
     clocked = Schedule(start=0.5, end=0.9, total_steps=8)
-    auto = Auto(costs=CostTable.forward_equivalents())
+    auto = Auto(costs=CostTable.forward_equivalents(), epochs=2)
     for options, named in (
         ({"schedule": clocked}, "Schedule with a clock"),
         ({"keep": auto}, "keep='auto'"),

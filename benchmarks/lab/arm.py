@@ -139,7 +139,7 @@ class Arm:
                                   "score_mode": self.score_mode}  # fmt: skip
         upfront: dict[str, int] = {}
         if self.keep == "auto":
-            options["keep"] = Auto(run=epochs * len(source)) if self.told else "auto"
+            options["keep"] = Auto(epochs=epochs) if self.told else "auto"
         if self.policy == "reducible":
             losses, steps = irreducible_losses(domain, family, data, model, seed, self.lr)
             upfront = {"upfront_steps": steps, "upfront_scored": n}

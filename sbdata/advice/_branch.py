@@ -172,7 +172,7 @@ class Branch:
             scores = self.scorer(self.model, inputs, targets, n, self.device)
             kept = self.policy.select(scores, self.arm.keep, self.generator).index
             self._train(_batch.select(inputs, kept), _batch.select(targets, kept))
-            priced = costs.selection_step(n, kept.numel()).seconds if costs is not None else 0.0
+            priced = costs.sb_step(n, kept.numel()).seconds if costs is not None else 0.0
         if costs is not None:
             self.priced += priced
         else:

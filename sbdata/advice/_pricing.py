@@ -80,7 +80,7 @@ def _rows(batch: int, costs: CostTable, tau: float, candidates: Candidates) -> l
     for keep in candidates.keeps:
         for cached in (False, True):
             r = reuse if cached else 0.0
-            step = costs.selection_step(batch, keep_count(keep, batch), r).seconds
+            step = costs.sb_step(batch, keep_count(keep, batch), r).seconds
             name = f"keep={keep}" + (f" + LossCache(staleness={staleness})" if cached else "")
             low, high = speedup_range(tau, keep, batch, costs, r)
             rows.append({"option": name, "keep": keep, "cache": cached, "low": low, "high": high,

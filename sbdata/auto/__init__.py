@@ -1,17 +1,18 @@
-"""``keep="auto"``: its settings (:class:`Auto`), the trials that measure whether selection pays on the user's run
-(:func:`trial_order`, :func:`fit_progress`, :func:`verdict`), and the gain estimate that predicts it (``tau``, the
-speed-ups, :class:`CostTable`), all as pure functions; and the calibrated cost model (:class:`Costs`) that the
-examples and the benchmarks price runs with. The controller that applies them lives in the engine
-(``sbdata.engine``).
+"""``keep="auto"``: its settings (:class:`Auto`, the decoded :class:`Keep`), the trials that measure whether
+selection pays on the user's run (``_trials``: ``trial_order``, ``fit_progress``, ``verdict``), and the gain estimate
+that predicts it (the speed-ups over the one cost model, :class:`CostTable`, and its one step price,
+:meth:`CostTable.sb_step`), all as pure functions; and the one seam the engine routes ``keep=`` through
+(:class:`FixedKeep`, or :class:`AutoController`, which applies them on the live run, timed by its meter).
 
 Not user API: this surface serves the layers above it and the benchmarks (a user imports what they need of it from
 ``sbdata``). Its ``__all__`` is the sum of its private modules' ``__all__``.
 """
 
-from sbdata.auto import _calibrated, _gain, _settings, _trials
-from sbdata.auto._calibrated import *
+from sbdata.auto import _control, _gain, _meter, _settings, _trials
+from sbdata.auto._control import *
 from sbdata.auto._gain import *
+from sbdata.auto._meter import *
 from sbdata.auto._settings import *
 from sbdata.auto._trials import *
 
-__all__ = _calibrated.__all__ + _gain.__all__ + _settings.__all__ + _trials.__all__
+__all__ = _control.__all__ + _gain.__all__ + _meter.__all__ + _settings.__all__ + _trials.__all__

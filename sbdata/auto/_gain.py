@@ -18,7 +18,6 @@ scores' device.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -27,9 +26,7 @@ from sbdata.policies import keep_count
 
 __all__ = [
     "CostTable",
-    "score_share",
     "score_sums",
-    "shrink_speedup",
     "small_batch_speedup",
     "speedup_range",
     "tau_from_sums",
@@ -71,8 +68,8 @@ class CostTable:
 
     @classmethod
     def fit(cls, score: dict[int, float], train: dict[int, float], overhead: float = 0.0) -> CostTable:
-        """Least-squares lines through measured seconds per call by batch size (e.g. ``examples/costmodel.py``'s
-        ``Costs.score`` and ``Costs.train``); one size gives a line through the origin. Negative fits clip to 0."""
+        """Least-squares lines through measured seconds per call by batch size (``examples/costmodel.py``'s, or
+        advise's medians); one size gives a line through the origin. Negative fits clip to 0."""
         (s_fixed, s_per), (t_fixed, t_per) = _line(score, "score"), _line(train, "train")
         return cls(s_per, t_per, s_fixed, t_fixed, overhead)
 
@@ -84,27 +81,17 @@ class CostTable:
         """Seconds of a training step on ``n`` samples."""
         return self.train_fixed + self.train_per_sample * n
 
-    # The one price of a selection step: auto's trials, the gain estimate, advise and the benchmarks read these.
-    def selection_step(self, batch: float, kept: float, reuse: float = 0.0) -> StepPrice:
+    # The one price of an SB step: auto's trials, the gain estimate and advise read it.
+    def sb_step(self, batch: float, kept: float, reuse: float = 0.0) -> StepPrice:
         """An SB step on a loader batch of ``batch`` samples that trains ``kept`` of them: scoring the batch (less
         the share ``reuse`` in [0, 1] a loss cache supplies without a forward), training on the kept samples, and
         sbdata's own work: ``score(batch) (1 - reuse) + train(kept) + overhead`` seconds."""
         return StepPrice(self.score(batch) * (1 - reuse), self.train(kept), self.overhead)
 
-    def pooled_step(self, batch_size: int, keep: float, reuse: float = 0.0, batch: int | None = None) -> StepPrice:
-        """One pooled output batch of ``batch_size`` samples, drawn from ``C = batch_size / keep`` scored
-        candidates: scoring ``score(C)``, or ``C / batch`` scoring calls of ``batch`` samples when the candidates
-        come in loader batches of ``batch`` (sbdata's overhead then counted per loader batch too), less the share
-        ``reuse``; training one step of ``batch_size``."""
-        candidates = batch_size / keep
-        calls = 1.0 if batch is None else candidates / batch
-        scoring = self.score(candidates) if batch is None else calls * self.score(batch)
-        return StepPrice(scoring * (1 - reuse), self.train(batch_size), calls * self.overhead)
-
 
 @dataclass(frozen=True)
 class StepPrice:
-    """Seconds of one selection step by part (:meth:`CostTable.selection_step`, :meth:`CostTable.pooled_step`).
+    """Seconds of one SB step by part (:meth:`CostTable.sb_step`).
 
     Attributes:
         scoring: the scoring forward(s), >= 0.
@@ -153,16 +140,6 @@ def tau_from_sums(total: float, squares: float, count: float) -> float:
     return max(1.0, math.sqrt(count * squares) / total)  # >= 1 by Cauchy-Schwarz; max() absorbs rounding
 
 
-def tau(scores: torch.Tensor | Sequence[float]) -> float:
-    """Importance sampling's variance-reduction factor for one batch of scores (host, for tests and tools).
-
-    With ``g = s / sum(s)`` and ``u = 1/B``, ``1 / sqrt(1 - sum((g - u)^2) / sum(g^2))`` equals
-    ``sqrt(B sum(g^2)) = sqrt(mean(s^2)) / mean(s)``: >= 1, and 1 exactly for a flat spread.
-    """
-    total, squares, count = score_sums(torch.as_tensor(scores)).tolist()
-    return tau_from_sums(total, squares, count)
-
-
 def effective_batch(candidates: float, kept: float, tau_: float) -> float:
     """The uniform batch whose gradient estimate has the variance of ``kept`` of ``candidates`` drawn by importance
     without replacement: ``1 / (1/B + (B - k) / ((B - 1) k tau^2))`` (``B`` at ``k = B``; ``k`` at ``tau = 1`` for
@@ -195,29 +172,7 @@ def shrink_speedup(
     """
     k = keep_count(keep, batch)
     ratio = _progress_ratio(effective_batch(batch, k, tau_), batch, noise_scale)
-    return ratio * costs.train(batch) / costs.selection_step(batch, k, reuse).seconds
-
-
-def pool_speedup(
-    tau_: float,
-    keep: float,
-    batch_size: int,
-    costs: CostTable,
-    reuse: float = 0.0,
-    batch: int | None = None,
-    noise_scale: float = math.inf,
-) -> float:
-    """Predicted progress per second of output batches of ``batch_size``, each drawn from ``C = batch_size/keep``
-    candidates, against a plain step of ``batch_size``.
-
-    ``[P(b_eff) / P(batch_size)] * train(batch_size) / (scoring (1 - reuse) + train(batch_size) + overhead)``,
-    ``b_eff`` the effective batch of ``batch_size`` drawn from ``C``, where ``scoring = score(C)``, or
-    ``C / batch * score(batch)`` when the candidates come in loader batches of ``batch`` (the same without fixed
-    costs; ``overhead`` is then counted per loader batch too).
-    """
-    b_eff = effective_batch(batch_size / keep, batch_size, tau_)
-    ratio = _progress_ratio(b_eff, batch_size, noise_scale)
-    return ratio * costs.train(batch_size) / costs.pooled_step(batch_size, keep, reuse, batch).seconds
+    return ratio * costs.train(batch) / costs.sb_step(batch, k, reuse).seconds
 
 
 def small_batch_speedup(keep: float, batch: int, costs: CostTable, noise_scale: float = math.inf) -> float:
@@ -234,53 +189,8 @@ def speedup_range(tau_: float, keep: float, batch: int, costs: CostTable, reuse:
     return (shrink_speedup(tau_, keep, batch, costs, reuse), shrink_speedup(tau_, keep, batch, costs, reuse, 0.0))
 
 
-def score_share(keep: float, batch: int, costs: CostTable, reuse: float = 0.0, batch_size: int | None = None) -> float:
-    """The scoring pass's share of a selection step's seconds (per loader batch; per output batch when pooled)."""
-    if batch_size is None:
-        price = costs.selection_step(batch, keep_count(keep, batch), reuse)
-    else:
-        price = costs.pooled_step(batch_size, keep, reuse, batch)
+def score_share(keep: float, batch: int, costs: CostTable, reuse: float = 0.0) -> float:
+    """The scoring pass's share of the seconds of an SB step on a loader batch of ``batch`` samples, in [0, 1]."""
+    price = costs.sb_step(batch, keep_count(keep, batch), reuse)
     scoring, rest = price.scoring, price.training + price.overhead
     return scoring / (scoring + rest) if scoring + rest > 0 else 0.0
-
-
-def keep_grid(min_keep: float, max_keep: float, step: float = 0.05) -> list[float]:
-    """The shares :func:`best_keep` tries: multiples of ``step`` in ``[min_keep, max_keep]``, both ends included."""
-    first, last = math.ceil(min_keep / step - 1e-9), math.floor(max_keep / step + 1e-9)
-    grid = [round(i * step, 10) for i in range(first, last + 1)]
-    return sorted({min_keep, *grid, max_keep})
-
-
-def best_keep(
-    tau_: float,
-    costs: CostTable,
-    batch: int,
-    *,
-    batch_size: int | None = None,
-    min_keep: float = 0.1,
-    max_keep: float = 0.9,
-    step: float = 0.05,
-    reuse: float = 0.0,
-) -> tuple[float, float]:
-    """The share in ``[min_keep, max_keep]`` (on :func:`keep_grid`) with the highest predicted speed-up.
-
-    Args:
-        tau_: the variance-reduction factor, >= 1.
-        costs: the cost table.
-        batch: the loader batch size ``B``.
-        batch_size: the pooled output batch size, or None for the shrink layout. Default None.
-        min_keep / max_keep / step: the grid. Defaults 0.1, 0.9, 0.05.
-        reuse: the share of scores reused from a cache, in [0, 1]. Default 0.
-
-    Returns:
-        ``(keep, speedup)``; ties go to the larger keep (the smaller change from plain training).
-    """
-    best = (0.0, -math.inf)
-    for keep in keep_grid(min_keep, max_keep, step):
-        if batch_size is None:
-            speed = shrink_speedup(tau_, keep, batch, costs, reuse)
-        else:
-            speed = pool_speedup(tau_, keep, batch_size, costs, reuse, batch)
-        if speed >= best[1]:
-            best = (keep, speed)
-    return best

@@ -1,6 +1,7 @@
 """The selection engine: the one place where loader batches are scored, selected, pooled and emitted; its typed
 options, the schedule, the statistics, and (internal) its parts: passes, intake, the SB step, the emitter and pool,
-the non-finite check, and ``keep="auto"``'s controller and cost meter. See ``docs/design.md``.
+the non-finite check. ``keep=``'s route (fixed, or ``keep="auto"``'s trials) lives in ``sbdata.auto``. See
+``docs/design.md``.
 
 Not user API: this surface serves the layers above it and the benchmarks (a user imports what they need of it from
 ``sbdata``). Its ``__all__`` is the sum of its private modules' ``__all__``.

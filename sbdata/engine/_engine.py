@@ -14,11 +14,10 @@ import torch
 from torch import nn
 
 from sbdata._util import available_device, flush_deferred_warnings, model_device
-from sbdata.auto import Keep
+from sbdata.auto import AutoController, FixedKeep, Keep
 from sbdata.cache import LossCache
 from sbdata.distributed import in_job, joined_late, make_lockstep, scoring_module
 from sbdata.engine import _options
-from sbdata.engine._auto_control import AutoController
 from sbdata.engine._emitter import Emitter
 from sbdata.engine._intake import Intake
 from sbdata.engine._options import (
@@ -53,9 +52,17 @@ class SelectionEngine:
     let the policy choose, take the same samples from every field, and emit the subset, or, with ``batch_size``,
     add it to a pool that emits batches of exactly ``batch_size``.
 
+    ``keep=`` and the run's length are decoded here, once (:meth:`~sbdata.auto.Keep.from_input`).
+
     Args:
         model: the live ``nn.Module`` being trained (scored in place, never copied).
         loss_fn: per-sample loss, called as ``loss_fn(outputs, targets, reduction='none')``, or a loss module.
+        epoch: loader batches per epoch, an int >= 1, as the front end knows it (:class:`~sbdata.SBLoader`: the
+            loader's ``len()``); sizes ``keep="auto"``'s trials and counts ``Auto(epochs=...)``. Default None: a
+            stream.
+        planned: loader batches of the whole run as a trainer integration plans it, an int >= 1; a length the user
+            states (``Auto(epochs=...)``, ``Auto(run=...)``, a Schedule's ``total_steps``) stands. Default None: not
+            known.
         **options: the keyword options, each with its type, meaning and default in
             :class:`~sbdata.EngineOptions` (``keep``, ``policy``, ``schedule``, ``batch_size``, ``cache``, ...).
     """
@@ -64,6 +71,8 @@ class SelectionEngine:
         self,
         model: nn.Module,
         loss_fn: LossFn,
+        epoch: int | None = None,
+        planned: int | None = None,
         *,
         keep: KeepArg = None,
         policy: PolicyArg = "topk",
@@ -88,8 +97,8 @@ class SelectionEngine:
         process_group: Any = None,
         lazy_columns: bool = False,
     ) -> None:
-        # a front end's decoded Keep as it is; a bare engine's sized as a stream's, bounded by the schedule's length
-        self.keep = Keep.from_input(keep, None, getattr(schedule, "total_steps", None))
+        told = getattr(schedule, "total_steps", None)  # the user's Schedule's length stands over a trainer's plan
+        self.keep = Keep.from_input(keep, epoch, planned if told is None else told)
         _options.check_engine_options(model, schedule, batch_size, drop_last)
         self.model = model
         self.schedule = schedule if schedule is not None else Schedule()
@@ -131,9 +140,10 @@ class SelectionEngine:
         self.return_weights = self.sb_step.return_weights
         self.emitter = Emitter(batch_size, self.drop_last, self.return_weights, self.device)
         self.pool = self.emitter.pool
-        self.controller: AutoController | None = None
+        self.controller: AutoController | FixedKeep = FixedKeep()  # the route of keep=: fixed, or by trials
         if self.keep.auto is not None:
-            self.controller = AutoController(self.keep, scoring_module(model), self.device, self._lockstep)
+            narrowed = repr(self.schedule) if self.schedule.narrows else None
+            self.controller = AutoController(self.keep, scoring_module(model), self.device, self._lockstep, narrowed)
         self._passes = Passes()
         self._intake = Intake(
             model, self.device, self.schedule, self.sb_step, self.emitter, self.tracker, self._passes, self.controller
@@ -170,7 +180,7 @@ class SelectionEngine:
     def stats(self) -> SBStats:
         """The running statistics (with ``keep="auto"``, the controller's ``auto_*`` fields too)."""
         snapshot = self.tracker.snapshot()
-        return snapshot if self.controller is None else dataclasses.replace(snapshot, **self.controller.stats())
+        return dataclasses.replace(snapshot, **self.controller.stats())
 
     @property
     def counts(self) -> dict[str, int]:
@@ -254,8 +264,7 @@ class SelectionEngine:
         """
         flush_deferred_warnings()  # warned in a backward thread: now, at the user's line that asked for a batch
         enter_selection(self)  # another engine's batch on this thread's stack: nested selection, refused
-        if self.controller is not None:
-            self.controller.output_requested()  # the training step on the last output ended
+        self.controller.output_requested()  # the training step on the last output ended
         try:
             if self._lockstep is not None:
                 return self._lockstep.next_output(self, source)
@@ -287,8 +296,7 @@ class SelectionEngine:
             raise ValueError("process() yields one batch per loader batch; it cannot serve the pooled batch_size= path")
         enter_selection(self)
         try:
-            if self.controller is not None:
-                self.controller.output_requested()
+            self.controller.output_requested()
             self.push(batch, emit_empty=True)
             return self.pop_output()
         finally:
@@ -328,8 +336,7 @@ class SelectionEngine:
         """Hand on the oldest queued output (counted in ``stats.samples_yielded`` now)."""
         out, size = self.emitter.pop()
         self.tracker.yielded(size)
-        if self.controller is not None:
-            self.controller.output_handed(size)
+        self.controller.output_handed(size)
         return out
 
     def end_source(self) -> None:
@@ -378,7 +385,7 @@ class SelectionEngine:
             "emitter": self.emitter.state_dict(),
             "stats": self.tracker.state_dict(),
             "lockstep": None if self._lockstep is None else self._lockstep.state_dict(),
-            "auto": None if self.controller is None else self.controller.state_dict(),
+            "auto": self.controller.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -396,6 +403,5 @@ class SelectionEngine:
         self.tracker.load_state_dict(state["stats"])
         if self._lockstep is not None and state.get("lockstep") is not None:
             self._lockstep.load_state_dict(state["lockstep"])
-        if self.controller is not None:
-            self.controller.load_state_dict(state["auto"])  # the fingerprint says it was saved with keep="auto"
+        self.controller.load_state_dict(state["auto"])  # the fingerprint says it was saved with the same keep= mode
         self._passes.load_state_dict(state)  # last: marks the state as loaded

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import sbdata.batch as _batch
-from sbdata.engine._auto_control import AutoController
+from sbdata.auto import AutoController, FixedKeep
 from sbdata.engine._emitter import Emitter
 from sbdata.engine._passes import Passes
 from sbdata.engine._sb_step import SBStep
@@ -30,8 +30,8 @@ class Intake:
         emitter: where plain batches and kept subsets go.
         tracker: the statistics (steps, samples seen, scoring seconds).
         passes: the engine's passes (steps and epochs), counted here once a batch has been processed.
-        controller: the ``keep="auto"`` controller, or None: it routes each batch the schedule selects on (select
-            at the share it returns, or yield it whole; in a trial it may measure the batch first).
+        controller: the route of ``keep=``: each batch the schedule selects on is selected at the share it returns
+            or yielded whole (``keep="auto"``: in a trial it may measure the batch first).
     """
 
     def __init__(
@@ -43,7 +43,7 @@ class Intake:
         emitter: Emitter,
         tracker: StatsTracker,
         passes: Passes,
-        controller: AutoController | None = None,
+        controller: AutoController | FixedKeep,
     ) -> None:
         self.model = model
         self.device = device
@@ -88,9 +88,8 @@ class Intake:
         passes, sb_step = self.passes, self.sb_step
         if active is None:
             active = self.schedule.is_active(passes.step, passes.epoch_step)
-        controller, routed, keep, measure = self.controller, False, None, False
-        if controller is not None and active and n:
-            routed = True
+        controller, routed, keep, measure = self.controller, active and n > 0, None, False
+        if routed:
             active, keep, measure = controller.route(passes.step, n)  # a counter check; a decision once per trial
         moved = None
         if measure:
@@ -101,7 +100,7 @@ class Intake:
             self.emitter.add_plain(batch, n)
             self._count(n)
             if routed:
-                controller.count(False, n)  # type: ignore[union-attr]
+                controller.count(False, n)
             return
         ids = sb_step.ids(batch) if sb_step.reads_ids else None  # read before the move: host ids cost no sync
         batch = _batch.to_device(batch, self.device) if moved is None else moved
@@ -110,27 +109,24 @@ class Intake:
         started = time.perf_counter()
         step = passes.step
         now = step + 1 if sb_step.cache_unit is None else self.cache_time(step + 1)
-        if controller is not None:
-            controller.scoring_started()
+        controller.scoring_started()
         try:
             kept = sb_step(batch, n, ids, now, step, keep)
         except BaseException:
             tracker.restore_counters(saved)
             raise
-        if controller is not None:
-            controller.scoring_ended(n)
+        controller.scoring_ended(n)
         tracker.scoring_timed(time.perf_counter() - started)
-        if controller is not None:
-            controller.add(kept.scores)  # device sums: no synchronisation
+        controller.add(kept.scores)  # device sums: no synchronisation
         self.emitter.add_kept(kept.subset, kept.size, kept.ratio, kept.expected, kept.candidates, emit_empty)
         self._count(n)
         if routed:
-            controller.count(True, n)  # type: ignore[union-attr]
+            controller.count(True, n)
 
     def _measure(self, batch: Any, n: int) -> None:
         """Measure the trial's averaged model on a batch before it is trained on (``keep="auto"``)."""
         split, quality = self.sb_step.quality_pass(self.passes.step)
-        self.tracker.scored(self.controller.measure(split, quality, batch, n))  # type: ignore[union-attr]
+        self.tracker.scored(self.controller.measure(split, quality, batch, n))
 
     def end_source(self) -> None:
         """The epoch's source ran out: report a non-finite loss whose flag is still in flight, send the cache's observed

@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeAlias, TypedDict
 import torch
 from torch import nn
 
-from sbdata.auto import Auto, Keep
+from sbdata.auto import Auto
 from sbdata.cache import LossCache
 from sbdata.engine._schedule import Schedule
 from sbdata.policies import SelectionPolicy
@@ -27,9 +27,8 @@ PolicyName: TypeAlias = Literal["topk", "rank", "random", "history", "importance
 """The built-in policies by name (``sbdata.policies.POLICIES``)."""
 PolicyArg: TypeAlias = PolicyName | SelectionPolicy
 """What ``policy=`` takes: a built-in policy's name or a :class:`~sbdata.SelectionPolicy` instance."""
-KeepArg: TypeAlias = float | Literal["auto"] | Auto | Keep | None
-"""What ``keep=`` takes: a share in (0, 1], ``"auto"`` or :class:`~sbdata.Auto` settings, or None (0.5); a front end
-passes the :class:`~sbdata.auto.Keep` it decoded."""
+KeepArg: TypeAlias = float | Literal["auto"] | Auto | None
+"""What ``keep=`` takes: a share in (0, 1], ``"auto"`` or :class:`~sbdata.Auto` settings, or None (0.5)."""
 SplitFn: TypeAlias = Callable[[Any], tuple[Any, Any]]
 """``split(batch) -> (inputs, targets)``."""
 ForwardFn: TypeAlias = Callable[[nn.Module, Any], Any]

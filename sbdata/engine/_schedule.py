@@ -125,6 +125,12 @@ class Schedule:
             return should_selective_backprop(0.0, batch_idx, start=0.0, end=math.inf, interrupt=self.interrupt)
         return should_selective_backprop(fraction, batch_idx, self.start, self.end, self.interrupt)
 
+    @property
+    def narrows(self) -> bool:
+        """Whether it selects on only some loader batches: interrupt batches, or a window short of the whole run."""
+        measured = self.total_steps is not None or self.progress is not None
+        return bool(self.interrupt) or (measured and (self.start > 0 or self.end < 1))
+
     def __repr__(self) -> str:
         length = f"total_steps={self.total_steps}" if self.progress is None else f"progress={self.progress!r}"
         if self.total_steps is None and self.progress is None:

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
-from sbdata.auto import Auto
 from sbdata.engine import Schedule
 
-__all__ = ["TrainerProgress", "bind_progress", "keep_told_the_run", "planned_batches", "trainer_schedule"]
+__all__ = ["TrainerProgress", "bind_progress", "planned_batches", "trainer_schedule"]
 
 
 class TrainerProgress:
@@ -81,15 +79,3 @@ def planned_batches(per_epoch: int, accumulate: int = 1, max_steps: int | None =
         return None
     epochs, steps = divmod(min(limits), steps_per_epoch)
     return epochs * per_epoch + min(steps * accumulate, per_epoch)
-
-
-def keep_told_the_run(options: Mapping[str, Any], run: int | None) -> Any:
-    """``options["keep"]`` with the trainer's planned length of the run (``run`` loader batches) given to
-    ``keep="auto"``, so that a trial whose selection windows would take more than
-    :attr:`~sbdata.Auto.trial_share` of the batches left is not run. A length the user gave (``Auto(run=...)`` or a
-    Schedule's ``total_steps``) stands; so does any other ``keep``, returned as it is."""
-    keep = options.get("keep")
-    if run is None or run < 1 or getattr(options.get("schedule"), "total_steps", None) is not None:
-        return keep
-    auto = Auto() if isinstance(keep, str) and keep == "auto" else keep  # "auto" is Auto(), as Keep.from_input reads it
-    return replace(auto, run=run) if isinstance(auto, Auto) and auto.run is None else keep

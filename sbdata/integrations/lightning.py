@@ -36,7 +36,7 @@ import torch.distributed as dist
 from sbdata._util import Unpack, epoch_length
 from sbdata.distributed import rank_and_world
 from sbdata.engine import EngineOptions
-from sbdata.integrations._trainer_progress import bind_progress, keep_told_the_run, planned_batches, trainer_schedule
+from sbdata.integrations._trainer_progress import bind_progress, planned_batches, trainer_schedule
 from sbdata.loader import SBLoader
 
 __all__ = ["LightningSBLoader", "SBDataModule", "SBStatsLogger", "sb_train_dataloader", "trainer_schedule"]
@@ -123,7 +123,8 @@ def sb_train_dataloader(
             ``trainer.global_step / trainer.estimated_stepping_batches``, and ``keep="auto"`` is told the run's
             planned length in loader batches (``max_epochs``, ``max_steps``, ``limit_train_batches`` and
             ``accumulate_grad_batches`` read as Lightning reads them), which bounds its trials
-            (:attr:`~sbdata.Auto.trial_share`), unless ``Auto(run=...)`` or a Schedule's ``total_steps`` gives one.
+            (:attr:`~sbdata.Auto.trial_share`), unless ``Auto(epochs=...)``, ``Auto(run=...)`` or a Schedule's
+            ``total_steps`` gives one.
 
     Raises:
         ValueError: for a configuration Lightning would prefetch from (no ``len()``), naming the fix.
@@ -140,9 +141,7 @@ def sb_train_dataloader(
         return trainer.global_step / total[0]
 
     bind_progress(options, progress)
-    if "keep" in options:
-        options["keep"] = keep_told_the_run(options, _planned_batches(trainer, loader))
-    sb = LightningSBLoader(loader, module, loss_fn, **options)
+    sb = LightningSBLoader(loader, module, loss_fn, _planned_batches(trainer, loader), **options)
     _refuse_read_ahead(sb, module)
     return sb
 

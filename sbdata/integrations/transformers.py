@@ -34,7 +34,7 @@ except ImportError as error:  # pragma: no cover - exercised only without transf
 from sbdata._util import epoch_length
 from sbdata.integrations._model_tasks import task_hooks
 from sbdata.integrations._rank_state import load_rank_state, save_rank_state
-from sbdata.integrations._trainer_progress import bind_progress, keep_told_the_run, planned_batches, trainer_schedule
+from sbdata.integrations._trainer_progress import bind_progress, planned_batches, trainer_schedule
 from sbdata.loader import SBLoader
 
 __all__ = ["SBStatsCallback", "SBTrainer", "trainer_schedule"]
@@ -107,7 +107,8 @@ class SBTrainer(Trainer):
             :func:`trainer_schedule` runs on the Trainer's progress (optimizer steps over ``max_steps``), and
             ``keep="auto"`` is told the run's planned length in loader batches (``max_steps`` or
             ``num_train_epochs``, with ``gradient_accumulation_steps``), which bounds its trials
-            (:attr:`~sbdata.Auto.trial_share`), unless ``Auto(run=...)`` or a Schedule's ``total_steps`` gives one.
+            (:attr:`~sbdata.Auto.trial_share`), unless ``Auto(epochs=...)``, ``Auto(run=...)`` or a Schedule's
+            ``total_steps`` gives one.
             ``batch_size`` is refused: the Trainer plans and resumes by counting loader batches.
         **kwargs: keyword arguments of ``transformers.Trainer``.
 
@@ -139,9 +140,7 @@ class SBTrainer(Trainer):
             raise RuntimeError("SBTrainer needs its model before training: pass model= or model_init= to it")
         options = {**task_hooks(self.model, self.sb_options), **self.sb_options}
         loader = super().get_train_dataloader()
-        if "keep" in options:
-            options["keep"] = keep_told_the_run(options, self._planned_batches(loader))
-        self.sb = SBLoader(loader, self.model, **options)
+        self.sb = SBLoader(loader, self.model, planned=self._planned_batches(loader), **options)
         if self._sb_resume_from is not None:
             load_rank_state(self.sb, self._sb_resume_from)
         return self.sb

@@ -7,7 +7,8 @@ import torch
 
 from sbdata import CostTable, advise
 from sbdata.advice import Candidates, Measurement, Training
-from sbdata.auto import shrink_speedup, small_batch_speedup
+from sbdata.auto import small_batch_speedup
+from sbdata.auto._gain import shrink_speedup
 from tests.helpers import OracleModel, ce, oracle_batch
 
 FE = CostTable.forward_equivalents()

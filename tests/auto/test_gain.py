@@ -1,14 +1,19 @@
-"""The gain estimate's pure functions (sbdata/gain.py), against answers computed by hand."""
+"""The gain estimate's pure functions (sbdata/auto/_gain.py), against answers computed by hand."""
 
 import math
 
 import pytest
 import torch
 
-from sbdata.auto import CostTable, score_sums, shrink_speedup, small_batch_speedup, speedup_range, tau_from_sums
-from sbdata.auto._gain import best_keep, effective_batch, keep_grid, pool_speedup, progress, tau
+from sbdata.auto import CostTable, score_sums, small_batch_speedup, speedup_range, tau_from_sums
+from sbdata.auto._gain import effective_batch, progress, shrink_speedup
 
 FE = CostTable.forward_equivalents()  # score 1 per sample, train 3 per sample, no fixed costs
+
+
+def tau(scores: object) -> float:
+    """``tau`` of one batch of scores, as the trials compute it: device sums, then the host formula."""
+    return tau_from_sums(*score_sums(torch.as_tensor(scores, dtype=torch.float64)).tolist())
 
 
 @pytest.mark.parametrize(
@@ -94,35 +99,6 @@ def test_shrink_speedup_by_hand():
     assert shrink_speedup(2.0, 0.5, 16, FE, noise_scale=0.0) == pytest.approx(1.2)
 
 
-def test_pool_speedup_by_hand():
-    # keep 0.25, 64 out of 256 candidates, tau 2: b_eff = 1 / (1/256 + (192/255)/(64*4)) = 146.0, progress
-    # 146.0/64 = 2.28; seconds 192 / (256 + 192)
-    progress_ = 1 / (1 / 256 + (192 / 255) / 256) / 64
-    assert pool_speedup(2.0, 0.25, 64, FE) == pytest.approx(progress_ * 192 / 448)
-    # candidates in loader batches of 32, with a fixed 8 s per scoring call: 8 calls of 8 + 32
-    costs = CostTable(score_per_sample=1.0, train_per_sample=3.0, score_fixed=8.0)
-    assert pool_speedup(2.0, 0.25, 64, costs, batch=32) == pytest.approx(progress_ * 192 / (8 * 40 + 192))
-
-
-def test_best_keep_on_planted_costs():
-    # FE, B = 400: the best share is the grid's arg-max of shrink_speedup, and a larger spread wants a smaller share
-    bests = []
-    for tau_ in (1.5, 2.5, 4.0):
-        best, speed = best_keep(tau_, FE, 400, min_keep=0.1, max_keep=0.9)
-        grid = {keep: shrink_speedup(tau_, keep, 400, FE) for keep in keep_grid(0.1, 0.9)}
-        assert speed == pytest.approx(max(grid.values())) and grid[best] == speed
-        bests.append(best)
-    assert bests == sorted(bests, reverse=True) and bests[0] > bests[-1]
-    # the range bounds the answer
-    assert best_keep(1 / (0.2 * math.sqrt(3)), FE, 400, min_keep=0.3)[0] == pytest.approx(0.3)
-
-
-def test_keep_grid_includes_both_ends():
-    assert keep_grid(0.1, 0.9) == pytest.approx([round(0.1 + 0.05 * i, 2) for i in range(17)])
-    assert keep_grid(0.12, 0.3) == pytest.approx([0.12, 0.15, 0.2, 0.25, 0.3])
-    assert keep_grid(0.5, 0.5) == [0.5]
-
-
 def test_cost_table_fit_and_checks():
     table = CostTable.fit({64: 1 + 64 * 0.5, 256: 1 + 256 * 0.5}, {64: 2 + 64 * 2.0, 256: 2 + 256 * 2.0}, 0.25)
     assert (table.score_fixed, table.score_per_sample) == pytest.approx((1.0, 0.5))
@@ -137,18 +113,14 @@ def test_cost_table_fit_and_checks():
         CostTable.fit({}, {1: 1.0})
 
 
-def test_the_one_price_of_a_selection_step():
-    # issue 41: every reader prices an SB step through CostTable.selection_step / pooled_step
+def test_the_one_price_of_an_sb_step():
+    # issues 41 and 49: every reader prices an SB step through CostTable.sb_step
     from sbdata.auto._gain import StepPrice
 
     costs = CostTable(score_per_sample=1.0, train_per_sample=3.0, score_fixed=2.0, train_fixed=5.0, overhead=0.5)
-    price = costs.selection_step(16, 4)
+    price = costs.sb_step(16, 4)
     assert price == StepPrice(scoring=18.0, training=17.0, overhead=0.5) and price.seconds == 35.5
-    assert costs.selection_step(16, 4, reuse=0.5).scoring == 9.0
-    # pooled: 8 per output batch from 8 / 0.5 = 16 candidates, in loader batches of 4: 4 scoring calls of 6 s
-    pooled = costs.pooled_step(8, 0.5, batch=4)
-    assert pooled == StepPrice(scoring=24.0, training=29.0, overhead=2.0)
-    assert costs.pooled_step(8, 0.5) == StepPrice(scoring=18.0, training=29.0, overhead=0.5)  # one call of 16
+    assert costs.sb_step(16, 4, reuse=0.5).scoring == 9.0
     fe = CostTable.forward_equivalents()
     # b_eff of 4 drawn from 16 at tau 1: 1 / (1/16 + (12/15) / 4) = 80/21; a plain step 48 FE, a selection step 28
     assert shrink_speedup(1.0, 0.25, 16, fe) == pytest.approx(80 / 21 / 16 * 48 / 28)

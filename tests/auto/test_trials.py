@@ -7,8 +7,7 @@ import math
 
 import pytest
 
-from sbdata.auto import fit_progress, shortfall, trial_order, verdict
-from sbdata.auto._trials import Progress, exposures
+from sbdata.auto._trials import Progress, exposures, fit_progress, shortfall, trial_order, verdict
 
 
 def test_trial_order_is_a_palindrome_of_cycles():

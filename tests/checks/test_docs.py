@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "guide"
 USER_DOCS = [ROOT / "README.md", *sorted(GUIDE.glob("*.md"))]
 # Where keep="auto" builds the messages it warns with and puts on loader.stats.auto_reason
-AUTO_MESSAGES = [ROOT / "sbdata" / "auto" / "_trials.py", ROOT / "sbdata" / "engine" / "_auto_control.py"]
+AUTO_MESSAGES = [ROOT / "sbdata" / "auto" / "_trials.py", ROOT / "sbdata" / "auto" / "_control.py"]
 
 # The project's own words (and the measurement words it uses in a sense of its own). Each one used in a user's
 # document or in auto's messages needs an entry in docs/guide/glossary.md.

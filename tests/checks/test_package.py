@@ -218,7 +218,7 @@ def test_package_ships_its_type_marker():
 ENGINE_PARTS = {"sb_step", "emitter", "tracker", "controller"}
 # Underscored names of torch and the standard library that are their documented or only way to a fact: a tensor's
 # in-place version counter, the caller's frame, a namedtuple's fields, a module's own children and buffers.
-FOREIGN = {"_version", "_getframe", "_fields", "_modules", "_buffers"}
+FOREIGN = {"_version", "_getframe", "_fields", "_modules", "_buffers", "_foreach_lerp_"}
 # Every module outside the engine's folder: the front ends, the lockstep, the integrations, pruning, advice, ...
 BOUNDARY_FILES = sorted(
     p.relative_to(ROOT).as_posix() for p in (ROOT / "sbdata").rglob("*.py") if p.parent.name != "engine"

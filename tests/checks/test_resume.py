@@ -39,7 +39,7 @@ def case(name: str, front: str) -> tuple[OracleModel, dict[str, Any], bool]:
     """(model, engine options, whether batches carry their sample ids last), built fresh: models, policies,
     caches and controllers hold state, so each pipeline gets its own, as a fresh process would."""
     if name == "auto":  # trial after trial of one-batch windows: routing, averaging, measuring and deciding resume
-        keep = Auto(keeps=(0.5,), window=1, settle=1, cycles=1, warmup=1, every=2, costs=CostTable(0.0, 1.0))
+        keep = Auto(keeps=(0.5,), window=1, settle=1, cycles=1, warmup=1, every=2, costs=CostTable(0.0, 1.0), run=1000)
         return OracleModel(CONCENTRATED), {"keep": keep, "policy": "rank"}, False
     # a collate_fn sees no epochs: its cache ages in loader batches (4 per epoch)
     cache = (

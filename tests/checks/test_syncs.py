@@ -32,7 +32,7 @@ SBDATA = str(Path(__file__).resolve().parents[2] / "sbdata")
 EXEMPT = (str(Path(SBDATA) / "batch" / "_hostcopy.py"),)
 COPIES_ALLOWED = (  # non-blocking copies at a fixed cadence, read once they have landed
     str(Path(SBDATA) / "engine" / "_finite.py"),  # the non-finite flag: one per 8 SB steps
-    str(Path(SBDATA) / "engine" / "_auto_control.py"),  # keep="auto"'s score sums: one per `every` scored steps
+    str(Path(SBDATA) / "auto" / "_control.py"),  # keep="auto"'s score sums: one per `every` scored steps
     str(Path(SBDATA) / "engine" / "_precision.py"),  # autocast_dtype='s check: one per autocast_check_every SB steps
     str(Path(SBDATA) / "engine" / "_score_mode.py"),  # the scoring-mode check: one per observe, the first 3 only
 )
@@ -164,13 +164,19 @@ CONFIGS = [
     # keep="auto" on a fixed cost table, trials of short windows again and again (measuring, averaging, deciding)
     pytest.param(
         {
-            "keep": Auto(keeps=(0.25,), window=2, settle=1, cycles=1, warmup=1, every=3, costs=CostTable(1e-3, 3.0)),
+            "keep": Auto(
+                keeps=(0.25,), window=2, settle=1, cycles=1, warmup=1, every=3, costs=CostTable(1e-3, 3.0), run=1000
+            ),
             "batch_size": 8,
         },
         id="auto-trials-pooled",
     ),
     pytest.param(
-        {"keep": Auto(window=2, settle=1, cycles=1, warmup=1, every=3, costs=CostTable.forward_equivalents())},
+        {
+            "keep": Auto(
+                window=2, settle=1, cycles=1, warmup=1, every=3, costs=CostTable.forward_equivalents(), run=1000
+            )
+        },
         id="auto-trials",
     ),
     pytest.param({"policy": "importance", "return_weights": True}, id="importance-weights"),

@@ -2,9 +2,11 @@
 and the transformers Trainer count them) and how they reach keep="auto" (a length the user gave stands)."""
 
 import pytest
+import torch.nn.functional as F
+from torch import nn
 
-from sbdata import Auto, Schedule
-from sbdata.integrations._trainer_progress import keep_told_the_run, planned_batches
+from sbdata import Auto, Schedule, SelectionEngine
+from sbdata.integrations._trainer_progress import planned_batches
 
 
 @pytest.mark.parametrize(
@@ -27,23 +29,18 @@ def test_planned_batches(per_epoch, accumulate, max_steps, max_epochs, expected)
     assert planned_batches(per_epoch, accumulate, max_steps, max_epochs) == expected
 
 
-def test_keep_auto_is_told_the_run():
-    assert keep_told_the_run({"keep": "auto"}, 120) == Auto(run=120)
-    assert keep_told_the_run({"keep": Auto(keeps=(0.5,))}, 120) == Auto(keeps=(0.5,), run=120)
+def run_told(planned: int | None, keep: object, **options: object) -> int | None:
+    """The run's length keep="auto" decodes at its one door, the engine, told ``planned`` by a trainer."""
+    engine = SelectionEngine(nn.Linear(2, 2), F.cross_entropy, 10, planned, keep=keep, **options)
+    return None if engine.keep.auto is None else engine.keep.auto.run
 
 
-@pytest.mark.parametrize(
-    "options",
-    [
-        {"keep": Auto(run=7)},  # the user's length stands
-        {"keep": "auto", "schedule": Schedule(total_steps=7)},  # so does a Schedule's
-        {"keep": 0.5},  # a share has no trials to bound
-        {"keep": None},
-    ],
-)
-def test_a_length_the_user_gave_or_another_keep_stands(options):
-    assert keep_told_the_run(options, 120) is options["keep"]
-
-
-def test_an_unknown_length_tells_nothing():
-    assert keep_told_the_run({"keep": "auto"}, None) == "auto"
+@pytest.mark.filterwarnings("ignore:sbdata keep='auto'")
+def test_keep_auto_is_told_the_trainers_plan_unless_the_user_states_the_run():
+    assert run_told(120, "auto") == 120
+    assert run_told(120, Auto(keeps=(0.5,))) == 120
+    assert run_told(120, Auto(run=7)) == 7  # the user's length stands
+    assert run_told(120, Auto(epochs=2)) == 20  # 2 epochs of 10 loader batches
+    assert run_told(120, "auto", schedule=Schedule(total_steps=7)) == 7  # so does a Schedule's
+    assert run_told(None, "auto") is None  # an unknown length tells nothing (and no trial runs)
+    assert SelectionEngine(nn.Linear(2, 2), F.cross_entropy, 10, 120, keep=0.5).keep.auto is None

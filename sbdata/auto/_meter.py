@@ -19,7 +19,9 @@ from typing import Any
 
 import torch
 
-from sbdata.auto import CostTable
+from sbdata.auto._gain import CostTable
+
+__all__: list[str] = []  # the engine reaches the meter through AutoController
 
 MAX_SIZES = 16  # distinct batch sizes remembered per kind; more (e.g. many short last batches) are not recorded
 WINDOW = 32  # recent calls per size whose median is the estimate
@@ -119,6 +121,39 @@ class CostMeter:
         self.score_times = {int(row[0]): [float(v) for v in row[1:]] for row in state["score"]}
         self.train_times = {int(row[0]): [float(v) for v in row[1:]] for row in state["train"]}
         self._in_flight, self._handed = [], None
+
+
+class FixedCosts:
+    """The meter that measures nothing: the events of :class:`CostMeter` are no-ops and its table is the one given
+    (``Auto(costs=...)``; None for a run without trials, which never asks).
+
+    Args:
+        costs: the fixed cost table, or None.
+    """
+
+    def __init__(self, costs: CostTable | None) -> None:
+        self.costs = costs
+
+    def begin_score(self) -> None:
+        pass
+
+    def end_score(self, n: int) -> None:
+        pass
+
+    def handed(self, size: int) -> None:
+        pass
+
+    def requested(self) -> None:
+        pass
+
+    def table(self) -> CostTable | None:
+        return self.costs
+
+    def state_dict(self) -> None:
+        return None
+
+    def load_state_dict(self, state: Any) -> None:
+        pass
 
 
 def _add(table: dict[int, list[float]], n: int, seconds: float) -> None:

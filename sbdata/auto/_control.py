@@ -1,4 +1,6 @@
-"""The ``keep="auto"`` controller: routes loader batches through trials and decisions (see ``sbdata.auto``)."""
+"""The route of ``keep=`` through the engine, the one seam between the engine and judging whether selection pays:
+:class:`FixedKeep` for a fixed share, :class:`AutoController` for ``keep="auto"`` (trials and decisions on the live
+run; see ``sbdata.auto``). The engine calls the same methods of either."""
 
 from __future__ import annotations
 
@@ -11,21 +13,14 @@ import torch
 from torch import nn
 
 from sbdata._util import warn_from_user_code
-from sbdata.auto import (
-    CostTable,
-    Keep,
-    fit_progress,
-    score_share,
-    score_sums,
-    shortfall,
-    shrink_speedup,
-    tau_from_sums,
-    trial_order,
-    verdict,
-)
+from sbdata.auto._gain import CostTable, score_share, score_sums, shrink_speedup, tau_from_sums
+from sbdata.auto._meter import CostMeter, FixedCosts
+from sbdata.auto._settings import Keep
+from sbdata.auto._trials import fit_progress, shortfall, trial_order, verdict
 from sbdata.batch import HostCopy
-from sbdata.engine._cost_meter import CostMeter
 from sbdata.policies import keep_count
+
+__all__ = ["AutoController", "FixedKeep"]
 
 SUMS = 7  # per measured part: quality sum and count; the SB steps' score sum, sum of squares, count; SB steps;
 # quality sum of squares (the level's standard error, for the early stop)
@@ -41,13 +36,51 @@ class Route(NamedTuple):
 
     Attributes:
         select: run the SB step on it (else it is yielded whole).
-        keep: the share to keep when selecting, in (0, 1).
+        keep: the share to keep when selecting, in (0, 1); None: the SB step's own (a fixed ``keep=``).
         measure: measure the model's quality on it before it is trained on (a trial window's measured part).
     """
 
     select: bool
-    keep: float
+    keep: float | None
     measure: bool = False
+
+
+class FixedKeep:
+    """The route of a fixed ``keep=``: every batch the schedule selects on is selected at the SB step's own share;
+    nothing is timed, measured or saved (the events of :class:`AutoController` are no-ops here)."""
+
+    def route(self, step: int, n: int) -> Route:
+        return Route(True, None)
+
+    def count(self, selected: bool, n: int) -> None:
+        pass
+
+    def add(self, scores: torch.Tensor) -> None:
+        pass
+
+    def measure(self, split: Callable[[Any], Any], quality: Callable[..., torch.Tensor], batch: Any, n: int) -> int:
+        return 0
+
+    def output_requested(self) -> None:
+        pass
+
+    def output_handed(self, size: int) -> None:
+        pass
+
+    def scoring_started(self) -> None:
+        pass
+
+    def scoring_ended(self, n: int) -> None:
+        pass
+
+    def stats(self) -> dict[str, Any]:
+        return {}
+
+    def state_dict(self) -> None:
+        return None
+
+    def load_state_dict(self, state: Any) -> None:
+        pass
 
 
 def quality_sums(quality: torch.Tensor) -> torch.Tensor:
@@ -71,20 +104,25 @@ class AutoController:
 
     The routed loader batches (those the schedule selects on) are counted. A trial starts ``warmup`` of them into
     training, and ``every`` after each decision. Its windows of ``settle + window`` batches follow
-    :func:`~sbdata.auto.trial_order`. Over the last ``window`` batches of each, a copy of the model (the *shadow*,
+    :func:`trial_order`. Over the last ``window`` batches of each, a copy of the model (the *shadow*,
     made once) accumulates the running average of the live parameters after each step; during the next ``settle``
     batches that average is measured on each arriving batch before it is trained on, into device sums copied to the
     host as the part ends. ``window`` batches after the last one (the copies have landed by then), the controller
-    fits each arm's progress and decides.
+    fits each arm's progress and decides. Without the run's length (``Auto.run`` None once sized) no trial starts:
+    every batch goes whole, and a warning at the user's line says once how to state the length.
 
     Args:
         keep: the decoded ``keep=`` (:class:`~sbdata.auto.Keep`) whose ``auto`` holds the sized settings.
         model: the module the scoring pass calls (its parameters are averaged into the shadow; never written).
         device: the scoring device.
         lockstep: the engine's coordinator under ``torch.distributed``, or None.
+        narrowed: the engine's schedule, written as the user wrote it, where it selects on only some batches (a
+            window, interrupt batches): trials run on those alone (said once). None where it selects on every batch.
     """
 
-    def __init__(self, keep: Keep, model: nn.Module, device: torch.device, lockstep: Any) -> None:
+    def __init__(
+        self, keep: Keep, model: nn.Module, device: torch.device, lockstep: Any, narrowed: str | None = None
+    ) -> None:
         settings = keep.auto
         window, settle, warmup, every = (
             (None,) * 4 if settings is None else (settings.window, settings.settle, settings.warmup, settings.every)
@@ -94,7 +132,9 @@ class AutoController:
         self.settings, self.model, self.device = settings, model, device
         self.window, self.settle, self.warmup, self.every = window, settle, warmup, every
         self.lockstep = lockstep
-        self.meter = None if settings.costs is not None else CostMeter(device, settings.clock)
+        self.told = settings.run is not None  # without the run's length: no trial, whole batches
+        live = settings.costs is None and self.told
+        self.meter = CostMeter(device, settings.clock) if live else FixedCosts(settings.costs)
         self.keeps = tuple(sorted(settings.keeps))  # arm a keeps keeps[a - 1], smallest first
         self.order = trial_order(len(self.keeps), settings.cycles)
         self.on = False
@@ -113,27 +153,37 @@ class AutoController:
         self.decisions: list[list[float]] = []  # [step, on, keep, tau, speedup] per decision
         self.reason = ""
         self.warned = False
+        if not self.told:
+            self.reason = (
+                "the run's length is not known, so auto runs no trial and trains on whole batches, as you wrote: pass "
+                "keep=Auto(epochs=N) here (N: the epochs you train; Auto(run=N) in loader batches) to let it measure "
+                "whether selection pays"
+            )
+            self.warned = True
+            warn_from_user_code(f"sbdata keep='auto': {self.reason}")
+        elif narrowed is not None:
+            warn_from_user_code(
+                f"sbdata keep='auto' under {narrowed} trials and selects only on the batches the schedule selects "
+                "on (inside its window, not on its interrupt batches); to let auto decide over the whole run, drop "
+                "the Schedule and pass keep=Auto(epochs=N)"
+            )
 
     # ----------------------------------------------------------------- the live cost meter's events
     def output_requested(self) -> None:
         """The training loop asked for its next batch: the training step on the last one ended (live meter)."""
-        if self.meter is not None:
-            self.meter.requested()
+        self.meter.requested()
 
     def output_handed(self, size: int) -> None:
         """An output batch of ``size`` samples was handed to the training loop (live meter)."""
-        if self.meter is not None:
-            self.meter.handed(size)
+        self.meter.handed(size)
 
     def scoring_started(self) -> None:
         """An SB step's scoring pass begins (live meter)."""
-        if self.meter is not None:
-            self.meter.begin_score()
+        self.meter.begin_score()
 
     def scoring_ended(self, n: int) -> None:
         """An SB step's scoring pass on ``n`` samples ended (live meter)."""
-        if self.meter is not None:
-            self.meter.end_score(n)
+        self.meter.end_score(n)
 
     # ----------------------------------------------------------------- per loader batch
     def _span(self) -> int:
@@ -148,6 +198,8 @@ class AutoController:
         or decides first (the live model is as the steps on the batches before left it)."""
         position = self.routed
         self.routed += 1
+        if not self.told:
+            return Route(False, self.keep)
         self.largest = max(self.largest, n)
         if position == self.trial_start:
             few = self._too_few()
@@ -229,17 +281,12 @@ class AutoController:
         if self.shadow is None:
             return 0
         inputs, targets = split(batch)
-        if self.meter is not None:
-            self.meter.begin_score()
+        self.meter.begin_score()
         self.sums = self.sums + quality_sums(quality(self.shadow, inputs, targets, n)).to(self.sums.device)
-        if self.meter is not None:
-            self.meter.end_score(n)
+        self.meter.end_score(n)
         return n
 
     # ----------------------------------------------------------------- trials and decisions
-    def _costs(self) -> CostTable | None:
-        return self.settings.costs if self.meter is None else self.meter.table()
-
     def _decide(self, step: int) -> None:
         """Fit the trial whose copies have landed, decide, and schedule the next trial."""
         settings = self.settings
@@ -247,7 +294,7 @@ class AutoController:
         self.copies, self.averaged = [], 0
         self.trials += 1
         self.trial_start = self.routed - 1 + self.every  # rescheduled below once the verdict is known
-        costs = self._costs()
+        costs = self.meter.table()
         known = costs is not None
         params = [0.0] * 5 if costs is None else [costs.score_per_sample, costs.train_per_sample,
                                                   costs.score_fixed, costs.train_fixed, costs.overhead]  # fmt: skip
@@ -263,7 +310,7 @@ class AutoController:
         if tail[0] < world or any(row[1] <= 0 for row in sums) or steps <= 0:  # no verdict: the last one stands
             standing = f"Selection stays on at keep {self.keep:g}" if self.on else "Training stays on whole batches"
             self._record(step, f"Could not decide: a trial window measured nothing (no finite quality) or no step "
-                               f"was timed yet. {standing}. Next trial in {self.every} batches")  # fmt: skip
+                               f"was timed yet. {standing}. {self._next(step, self.every, 'trial')}")  # fmt: skip
             return
         costs = CostTable(*(v / world for v in tail[1:]))
         self.tau = tau_from_sums(total, squares, count)
@@ -272,7 +319,7 @@ class AutoController:
         # the average holds the states after settle .. span - 1 of the window's steps: its time in windows
         middle = (self.settle + (self.window - 1) / 2) / self._span()
         keeps = self.keeps
-        per_batch = [costs.train(batch)] + [costs.selection_step(batch, keep_count(k, batch)).seconds for k in keeps]
+        per_batch = [costs.train(batch)] + [costs.sb_step(batch, keep_count(k, batch)).seconds for k in keeps]
         incumbent = keeps.index(self.keep) + 1 if self.on else 0
         result = verdict(fit_progress(levels, self.order, len(keeps), middle), per_batch, keeps, z=settings.z,
                          margin=settings.margin, incumbent=incumbent)  # fmt: skip
@@ -283,7 +330,7 @@ class AutoController:
         self.score_share = score_share(self.keep, batch, costs)
         self.predicted = shrink_speedup(self.tau, self.keep, batch, costs)
         self._record(step, f"{result.reason}. The spread of the losses alone had predicted {self.predicted:.2f}x at "
-                           f"keep {self.keep:g} (tau {self.tau:.2f}). Next trial in {gap} batches")  # fmt: skip
+                           f"keep {self.keep:g} (tau {self.tau:.2f}). {self._next(step, gap, 'trial')}")  # fmt: skip
 
     def _settle_on(self, on: bool) -> int:
         """Take the verdict ``on`` and schedule the next trial; returns its wait in loader batches. Each verdict
@@ -314,8 +361,8 @@ class AutoController:
             what = (f"keep {keep:g} keeps fewer than min_kept={least} samples per batch on {few} of "
                     f"{self.lockstep.world} ranks (here {kept} of {self.largest})")  # fmt: skip
         self._record(step, f"Whole batches, no trial: {what}. A step on so few samples is noise, and breaks "
-                           f"BatchNorm. Pass Auto(keeps=...) with larger shares, or a larger batch. Next check in "
-                           f"{gap} batches", trial=False)  # fmt: skip
+                           f"BatchNorm. Pass Auto(keeps=...) with larger shares, or a larger batch. "
+                           f"{self._next(step, gap, 'check')}", trial=False)  # fmt: skip
 
     # ----------------------------------------------------------------- the bound on a trial's harm
     def _selection_batches(self) -> int:
@@ -331,20 +378,21 @@ class AutoController:
     def _skip_dear(self, step: int) -> None:
         """Decide for whole batches without a trial: the run left is too short for its selection windows."""
         gap = self._settle_on(False)
-        run, share = self.settings.run, self.settings.trial_share
+        run, share, dear = self.settings.run, self.settings.trial_share, self._selection_batches()
         assert run is not None  # _too_dear: a known length
-        self._record(step, f"Whole batches, no trial: a trial's selection windows ({self._selection_batches()} "
-                           f"loader batches) would take more than trial_share={share:g} of the {run - step} batches "
-                           f"left in this run of {run}. Where selection hurts, the batches after a trial must repair "
-                           "what its selection windows did, and these are too few. Pass Auto(trial_share=...) to "
-                           f"allow more. Next check in {gap} batches", trial=False)  # fmt: skip
+        more = "Pass Auto(trial_share=...) to allow more. " if dear < run - step else ""  # a larger share could fit
+        self._record(step, f"Whole batches, no trial: a trial's selection windows ({dear} loader batches) would take "
+                           f"more than trial_share={share:g} of the {run - step} batches left in this run of {run}. "
+                           "Where selection hurts, the batches after a trial must repair what its selection windows "
+                           f"did, and these are too few. {more}{self._next(step, gap, 'check')}",
+                     trial=False)  # fmt: skip
 
     def _stop_if_harmful(self, position: int, step: int) -> None:
         """At routed batch ``position``, while selection is off (a trial's selection windows are then extra harm
         against what the run does; while it is on they are what it does, and the exit test decides): where a
         selection window's measurement landed (``window`` batches after it was made: no wait), stop the trial for
         whole batches if its level fell ``stop_z`` standard errors below the last whole-batch window's
-        (:func:`~sbdata.auto.shortfall`). One ``all_reduce`` of six numbers per
+        (:func:`shortfall`). One ``all_reduce`` of six numbers per
         selection window under ``torch.distributed``, so that every rank stops alike."""
         if self.on:  # selection is what the run does between trials: the exit test's verdict decides
             return
@@ -378,18 +426,16 @@ class AutoController:
         self._record(step, f"Decided: train on whole batches, without finishing the trial: in window {measured + 1} "
                            f"of {len(self.order)}, the model trained keeping {keep:g} of each batch measured "
                            f"{-errors:.1f} standard errors below whole batches' last window, past the limit of "
-                           f"stop_z={self.settings.stop_z:g}, so the trial stopped there to bound its harm. Next "
-                           f"trial in {wait} batches{self._unknown_length()}")  # fmt: skip
+                           f"stop_z={self.settings.stop_z:g}, so the trial stopped there to bound its harm. "
+                           f"{self._next(step, wait, 'trial')}")  # fmt: skip
 
-    def _unknown_length(self) -> str:
-        """Where the run's length is not known, what telling it would do (appended to a stopped trial's reason)."""
-        if self.settings.run is not None:
-            return ""
-        return (
-            ". This run's length is not known, so the trial ran however short the run: pass it, "
-            "Schedule(total_steps=epochs * len(loader)) or Auto(run=epochs * len(loader)), and a trial whose selection "
-            "windows would take more than trial_share of the batches left is not run"
-        )
+    def _next(self, step: int, gap: int, what: str) -> str:
+        """``Next {what} in {gap} batches`` after loader batch ``step``, or, where the run ends first, that none is
+        left (no message points past the run's end)."""
+        run = self.settings.run
+        if run is not None and step + gap >= run:
+            return f"No {what} is left in this run ({run - step} batches left)"
+        return f"Next {what} in {gap} batches"
 
     def _record(self, step: int, reason: str, trial: bool = True) -> None:
         decision = [float(step), float(self.on), self.keep, self.tau, self.speedup]
@@ -439,7 +485,7 @@ class AutoController:
             "counts": [self.on_steps, self.off_steps, self.trial_steps],
             "decisions": [list(d) for d in self.decisions],
             "reason": self.reason, "warned": self.warned,
-            "meter": None if self.meter is None else self.meter.state_dict(),
+            "meter": self.meter.state_dict(),
         }  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -457,5 +503,5 @@ class AutoController:
         self.on_steps, self.off_steps, self.trial_steps = (int(v) for v in state["counts"])
         self.decisions = [[float(v) for v in d] for d in state["decisions"]]
         self.reason, self.warned = str(state["reason"]), bool(state["warned"])
-        if self.meter is not None and state["meter"] is not None:
+        if state["meter"] is not None:
             self.meter.load_state_dict(state["meter"])

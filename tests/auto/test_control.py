@@ -22,7 +22,8 @@ from torchdata.nodes import IterableWrapper, Loader
 
 import sbdata
 from sbdata import Auto, CostTable, SBCollator, SBLoader, Schedule, SelectionEngine, keep_count
-from sbdata.engine._auto_control import Route
+from sbdata.auto import FixedKeep
+from sbdata.auto._control import Route
 from sbdata.nodes import SBSelector
 from sbdata.wds import sb_select
 from tests.helpers import OracleModel, ce, check_save_load, oracle_batch, roundtrip
@@ -30,7 +31,8 @@ from tests.launch import launch_ranks
 
 FE = CostTable.forward_equivalents()
 B = 16
-SMALL = {"keeps": (0.25,), "window": 4, "settle": 2, "cycles": 2, "warmup": 2, "every": 1000, "costs": FE}
+SMALL = {"keeps": (0.25,), "window": 4, "settle": 2, "cycles": 2, "warmup": 2, "every": 1000, "costs": FE,
+         "run": 10_000}  # fmt: skip
 # the trial: windows plain, 0.25, 0.25, plain, plain, 0.25, 0.25, plain of 2 + 4 batches, from routed batch 2; the
 # last window's average is measured over batches 50-51, and the decision lands a window later, at batch 56
 ORDER = [0, 1, 1, 0, 0, 1, 1, 0]
@@ -113,6 +115,10 @@ def trial_sizes(keep: float = 0.25) -> list[int]:
         ("stop_z", math.nan, r"Auto.stop_z got nan"),
         ("run", 0, r"Auto.run must be the loader batches of the whole run, an int >= 1, or None, got 0"),
         ("run", 3.0, r"Auto.run must be .* got 3.0: pass e.g. run=epochs \* len\(loader\)"),
+        ("epochs", 0, r"Auto.epochs must be the epochs of the whole run, an int >= 1, or None, got 0"),
+        ("epochs", -3, r"Auto.epochs must be .* got -3: pass e.g. Auto\(epochs=10\)"),
+        ("epochs", 2.5, r"Auto.epochs must be .* got 2.5"),
+        ("epochs", True, r"Auto.epochs must be .* got True"),
     ],
 )
 def test_settings_are_checked_at_construction_naming_field_and_value(field, value, message):
@@ -120,14 +126,13 @@ def test_settings_are_checked_at_construction_naming_field_and_value(field, valu
         Auto(**{field: value})
 
 
-def test_settings_type_errors_and_the_trial_length():
+def test_settings_type_errors():
     with pytest.raises(TypeError, match="Auto.costs must be a sbdata.CostTable or None, got dict"):
         Auto(costs={"score": 1})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="Auto.clock must be callable"):
         Auto(clock=3.0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"got 'fast'"):
         SBLoader([], OracleModel([1.0]), ce, keep="fast")  # type: ignore[arg-type]
-    assert Auto().trial_batches == 8 * (48 + 16) and settings().trial_batches == 8 * 6
 
 
 def test_sbloader_sizes_the_trials_to_the_epoch():
@@ -149,15 +154,15 @@ def test_sbloader_sizes_the_trials_to_the_epoch():
 
 
 def test_keep_is_decoded_and_sized_once_from_sbloader_to_the_first_batch(monkeypatch):
-    # issue 41: keep= is decoded at the door (Keep.from_input) and the trials sized there (Auto.sized), once each;
-    # the engine, the options check and the controller receive the decoded value and never derive it again
+    # issues 41 and 49: keep= and the run's length are decoded at one door (the engine's Keep.from_input) and the
+    # trials sized there (Auto.sized), once each; the options check and the controller never derive them again
     from sbdata.auto import Keep
 
     calls = {"decode": 0, "size": 0}
     decode, size = Keep.from_input.__func__, Auto.sized
 
     def counted_decode(cls, keep, epoch=None, run=None):
-        calls["decode"] += 1 if not isinstance(keep, Keep) else 0  # a Keep passing through is not a decoding
+        calls["decode"] += 1
         return decode(cls, keep, epoch, run)
 
     def counted_size(self, epoch=None, run=None):
@@ -183,11 +188,83 @@ def test_keep_decodes_every_spelling_into_one_value():
     assert Keep.from_input(0.3) == Keep(0.3, True) and Keep.from_input(1) == Keep(1.0, True)
     assert Keep.from_input("auto", 12) == Keep(0.25, True, Auto().sized(12))
     assert Keep.from_input(Auto(keeps=(0.5, 0.25))) == Keep(0.5, True, Auto(keeps=(0.5, 0.25)).sized())
-    decoded = Keep.from_input(0.3)
-    assert Keep.from_input(decoded) is decoded
-    for bad in (0, 1.5, True, "fast", [0.5]):
+    for bad in (0, 1.5, True, "fast", [0.5], Keep(0.3, True)):  # a decoded Keep is not decoded again
         with pytest.raises(ValueError, match=r"keep must be in \(0, 1\]"):
             Keep.from_input(bad)
+
+
+def test_epochs_count_the_run_in_the_loaders_batches():
+    # Auto(epochs=N) is N * len(loader) loader batches; it excludes run=; a loader without len() cannot count it
+    sb = SBLoader(batches(12), Planted(), planted_loss, keep=Auto(epochs=5))
+    assert sb.engine.keep.auto is not None and sb.engine.keep.auto.run == 5 * 12
+    assert Auto(epochs=5).sized(12) == Auto(window=2, settle=2, warmup=12, every=96, run=60)
+    assert Auto(epochs=5).sized(12, 1000).run == 60  # the user's epochs stand over a Schedule's or a trainer's length
+    with pytest.raises(ValueError, match="Auto takes epochs or run, not both"):
+        Auto(epochs=5, run=60)
+    stream = iter(batches(4))  # an iterator has no len()
+    with pytest.raises(ValueError, match=r"Auto\(epochs=5\) needs the loader's len\(\).* pass Auto\(run=N\)"):
+        SBLoader(stream, Planted(), planted_loss, keep=Auto(epochs=5))
+    with pytest.raises(ValueError, match=r"Auto\(epochs=5\) needs the loader's len\(\)"):
+        SBCollator(Planted(), planted_loss, keep=Auto(epochs=5))
+
+
+def test_an_untold_run_trains_exactly_as_a_plain_loop_and_says_once_how_to_tell_it():
+    # decision 2 of issue 49: without the run's length no trial runs; the batches and the weights are a plain loop's
+    def fit(wrap: Callable[[Any, nn.Module], Iterable[Any]]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        torch.manual_seed(0)
+        data = torch.utils.data.TensorDataset(torch.randn(96, 4), torch.randint(0, 3, (96,)))
+        loader = torch.utils.data.DataLoader(
+            data, batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(1)
+        )
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        source, seen = wrap(loader, model), []
+        for _ in range(3):
+            for x, y in source:
+                seen.append(x)
+                loss = nn.functional.cross_entropy(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        return seen, [p.detach().clone() for p in model.parameters()]
+
+    plain_batches, plain_weights = fit(lambda loader, model: loader)
+    made: list[SBLoader] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        auto_batches, auto_weights = fit(
+            lambda loader, model: (
+                made.append(SBLoader(loader, model, nn.functional.cross_entropy, keep="auto")) or made[-1]
+            )
+        )
+    assert len(auto_batches) == len(plain_batches) == 36
+    assert all(torch.equal(a, b) for a, b in zip(auto_batches, plain_batches, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(auto_weights, plain_weights, strict=True))
+    stats = made[0].stats
+    assert stats.auto_trials == 0 and stats.sb_steps == 0 and stats.samples_scored == 0 and not stats.auto_on
+    messages = [w for w in caught if "keep='auto'" in str(w.message)]
+    assert len(messages) == 1 and "\n" not in str(messages[0].message)
+    assert "runs no trial" in str(messages[0].message) and "Auto(epochs=" in str(messages[0].message)
+    assert messages[0].filename == __file__  # the user's line: the one to change
+    assert stats.auto_reason in str(messages[0].message)
+    # told the run, the same loader is trialled
+    sb, sizes = run(plain=0.01, selected=0.02)
+    assert sb.stats.auto_trials == 1 and sizes[:DECISION] == trial_sizes()
+
+
+def test_a_schedule_with_a_window_says_once_that_auto_trials_inside_it():
+    schedule = Schedule(total_steps=640)  # the default window: start 0.5, end 0.9, every second batch
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        SBLoader(batches(64), Planted(), planted_loss, keep="auto", schedule=schedule)
+        SBLoader(batches(64), Planted(), planted_loss, keep=settings(), schedule=Schedule(start=0.0, end=1.0,
+                 interrupt=0, total_steps=640))  # fmt: skip
+    messages = [str(w.message) for w in caught if "keep='auto'" in str(w.message)]
+    assert messages == [
+        f"sbdata keep='auto' under {schedule!r} trials and selects only on the batches the schedule selects on "
+        "(inside its window, not on its interrupt batches); to let auto decide over the whole run, drop the Schedule "
+        "and pass keep=Auto(epochs=N)"
+    ]
 
 
 def test_a_loader_without_a_length_gets_a_streams_sizes():
@@ -203,10 +280,10 @@ def test_a_loader_without_a_length_gets_a_streams_sizes():
     assert SBLoader([], Planted(), planted_loss, keep="auto").engine.controller.settings == Auto().sized()
 
 
-def test_auto_string_is_the_default_settings_and_a_fixed_keep_has_no_controller():
+def test_auto_string_is_the_default_settings_and_a_fixed_keep_routes_through_the_no_op_route():
     assert SelectionEngine(OracleModel([1.0]), ce, keep="auto").controller.settings == Auto().sized()
     assert Auto().sized() == Auto(window=16, settle=48, warmup=64, every=1024)  # a stream's sizes
-    assert SelectionEngine(OracleModel([1.0]), ce, keep=0.5).controller is None
+    assert isinstance(SelectionEngine(OracleModel([1.0]), ce, keep=0.5).controller, FixedKeep)
 
 
 # ----------------------------------------------------------------------------------------------- routing
@@ -301,16 +378,14 @@ def test_a_selection_window_that_loses_ground_stops_the_trial_at_once():
     # the next trial comes when it would have after the full trial's verdict (batch 56): 56 + 2 * 1000 - 20
     assert stats.auto_reason.endswith(
         "below whole batches' last window, past the limit of stop_z=2, so the trial stopped there to bound its harm. "
-        "Next trial in 2036 batches. This run's length is not known, so the trial ran however short the run: pass it, "
-        "Schedule(total_steps=epochs * len(loader)) or Auto(run=epochs * len(loader)), and a trial whose selection "
-        "windows would take more than trial_share of the batches left is not run"
+        "Next trial in 2036 batches"
     )
     messages = [w for w in caught if "keep='auto'" in str(w.message)]
     assert [str(w.message) for w in messages] == [f"sbdata keep='auto': {stats.auto_reason} ({LATEST})"]
     assert [w.filename for w in messages] == [__file__]
-    # told the run's length (long enough for the trial), the same stop names nothing more
-    sb, _ = run(plain=0.01, selected=-0.01, run=10_000)
-    assert sb.stats.auto_reason.endswith("so the trial stopped there to bound its harm. Next trial in 2036 batches")
+    # on a run of 300 the next trial would come after its end (20 + 2036 >= 300): no number past the end is named
+    sb, _ = run(plain=0.01, selected=-0.01, run=300)
+    assert sb.stats.auto_reason.endswith("bound its harm. No trial is left in this run (280 batches left)")
     # selection that makes less progress than whole batches but gains ground is not stopped: the verdict decides
     sb, sizes = run(plain=0.01, selected=0.005)
     assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_decisions[0][:2] == (DECISION, 0.0)
@@ -328,7 +403,7 @@ def test_a_trial_whose_selection_windows_would_take_too_much_of_the_run_left_is_
         "Whole batches, no trial: a trial's selection windows (24 loader batches) would take more than "
         "trial_share=0.125 of the 191 batches left in this run of 193. Where selection hurts, the batches after a "
         "trial must repair what its selection windows did, and these are too few. Pass Auto(trial_share=...) to "
-        "allow more. Next check in 2000 batches"
+        "allow more. No check is left in this run (191 batches left)"
     )
     assert [d[:2] for d in stats.auto_decisions] == [(2.0, 0.0)]
     assert [str(w.message) for w in caught if "keep='auto'" in str(w.message)] == [
@@ -338,13 +413,16 @@ def test_a_trial_whose_selection_windows_would_take_too_much_of_the_run_left_is_
     assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_on
     sb, sizes = run(plain=0.01, selected=0.01, run=193, trial_share=0.13)  # 24 <= 0.13 * 191
     assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_on
+    # fewer batches left than the selection windows (18 < 24): no share would allow a trial, and none is advised
+    sb, _ = run(plain=0.01, selected=0.01, count=20, run=20)
+    assert sb.stats.auto_reason.endswith("these are too few. No check is left in this run (18 batches left)")
     # the run's length comes through the door from a Schedule's total_steps (every loader batch routed here)
     model = Planted()
     schedule = Schedule(start=0.0, end=1.0, interrupt=0, total_steps=193)
-    sb = SBLoader(batches(64), model, planted_loss, keep=settings(), schedule=schedule)
+    sb = SBLoader(batches(64), model, planted_loss, keep=settings(run=None), schedule=schedule)
     assert sb.engine.keep.auto is not None and sb.engine.keep.auto.run == 193
     assert train(sb, model, 0.01, 0.01) == [B] * 64 and sb.stats.auto_reason.startswith("Whole batches, no trial")
-    bare = SelectionEngine(Planted(), planted_loss, keep=settings(), schedule=schedule)  # a bare engine alike
+    bare = SelectionEngine(Planted(), planted_loss, keep=settings(run=None), schedule=schedule)  # a bare engine alike
     assert bare.keep.auto is not None and bare.keep.auto.run == 193
 
 
@@ -611,7 +689,7 @@ def test_no_sync_per_step_with_keep_auto():
         for batch in epoch:
             counter.host.update((id(v), v) for v in batch.values())
     for pooled in ({"batch_size": 8}, {}):
-        auto = Auto(keeps=(0.5,), window=1, settle=1, cycles=1, warmup=1, every=2, costs=FE)
+        auto = Auto(keeps=(0.5,), window=1, settle=1, cycles=1, warmup=1, every=2, costs=FE, run=1000)
         sb = SBLoader([], OracleModel(LOSSES), ce, keep=auto, generator=1, **pooled)
         steps = 0
         for epoch in epochs:
@@ -709,7 +787,7 @@ def test_transformers_trainer_passes_keep_auto_through(tmp_path):
 
 
 def test_the_live_meter_takes_medians_and_ignores_sizes_timed_too_rarely():
-    from sbdata.engine._cost_meter import MIN_CALLS, CostMeter
+    from sbdata.auto._meter import MIN_CALLS, CostMeter
 
     seconds = iter([])
     meter = CostMeter(torch.device("cpu"), clock=lambda: next(seconds))
@@ -733,7 +811,7 @@ def test_the_live_meter_takes_medians_and_ignores_sizes_timed_too_rarely():
 
 
 def test_a_size_timed_rarely_stays_out_of_the_fit_however_long_the_run():
-    from sbdata.engine._cost_meter import MIN_SHARE, CostMeter
+    from sbdata.auto._meter import MIN_SHARE, CostMeter
 
     seconds = iter([])
     meter = CostMeter(torch.device("cpu"), clock=lambda: next(seconds))
