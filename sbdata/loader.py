@@ -161,7 +161,7 @@ class SBLoader(EngineFront):
                 f"the wrapped {type(self.loader).__name__} has no len(): count the batches as you go, or wrap a "
                 "loader with len()"
             )
-        if engine.pool is None:
+        if not engine.pooled:
             return len(self.loader)
         keep = engine.fixed_keep
         if keep is None:
@@ -213,7 +213,7 @@ class SBLoader(EngineFront):
     def batch_size(self) -> int | None:
         """Samples per batch: with ``batch_size=``, the pool's (every batch but an epoch's last); without, the
         wrapped loader's (a plain step yields that many, an SB step ``keep_count(keep, batch_size)`` of them)."""
-        if self.engine.pool is not None:
+        if self.engine.pooled:
             return self.engine.batch_size
         return getattr(self.loader, "batch_size", None)
 
@@ -221,7 +221,7 @@ class SBLoader(EngineFront):
     def drop_last(self) -> bool:
         """With ``batch_size=``, whether the pool drops an epoch's short last batch; without, the wrapped
         loader's ``drop_last`` (False if it has none)."""
-        if self.engine.pool is not None:
+        if self.engine.pooled:
             return self.engine.drop_last
         return bool(getattr(self.loader, "drop_last", False))
 
@@ -245,7 +245,7 @@ class SBLoader(EngineFront):
         engine = self.engine
         spent = (
             engine.continues_saved_epoch
-            and engine.pool is None
+            and not engine.pooled
             and engine.outputs_ready == 0
             and isinstance(self.loader, Sized)
             and engine.source_position >= len(self.loader)

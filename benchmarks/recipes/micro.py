@@ -8,7 +8,7 @@
   on MNIST-1D's ConvNet at width 32 and 128 and a one-layer model; per-step thread CPU seconds, interleaved, and
   each round's ratio to the hand-written loop (without torchdata the node's arm is skipped, said in the table).
 - ``auto-off``: a step of ``keep="auto"`` that never trials against a plain loop: ``keep="auto"`` not told the run's
-  length (issue 49: it runs no trial; a row says when it did) and, where ``Auto`` takes ``warmup``, a warm-up past
+  length (it runs no trial; a row says when it did) and, where ``Auto`` takes ``warmup``, a warm-up past
   any run. Target: at most 1.02x.
 - ``scoring``: along each domain's user run, on fixed batches of its training set: bfloat16-autocast scoring against
   fp32 (kept-set overlap at keep 0.25 and 0.5); and where a model has running statistics or dropout, two scoring

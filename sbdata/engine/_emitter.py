@@ -92,11 +92,6 @@ class Emitter:
         """Samples in ready outputs and in the pool."""
         return sum(size for _, size in self.ready) + (len(self.pool) if self.pool is not None else 0)
 
-    @property
-    def can_yield(self) -> bool:
-        """Whether the epoch may still yield: its source has not run out, or outputs are ready."""
-        return not self.source_ended or bool(self.ready)
-
     def pop(self) -> tuple[Any, int]:
         """The oldest ready output and its sample count."""
         return self.ready.popleft()

@@ -92,7 +92,7 @@ def _resume_in_place(sb: SBLoader, num_batches: int) -> SBLoader:
                 "but none was loaded: call accelerator.load_state(checkpoint) before skip_first_batches"
             )
         return sb
-    if engine.pool is not None:
+    if engine.pooled:
         return sb  # pooled batches do not map to loader batches: the loaded state alone says where the epoch is
     done = engine.epoch_step
     if num_batches == 0 and sb.finish_spent_epoch():
