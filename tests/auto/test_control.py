@@ -40,6 +40,20 @@ DECISION = 2 + 8 * 6 + 2 + 4
 # How every trial's reason opens (windows of 2 + 4 batches), and what the one warning adds
 TRIAL_1 = "Trial 1 compared whole batches with keeping 0.25 of each batch, in alternating windows of 6 loader batches. "
 LATEST = "said once; loader.stats.auto_reason has the latest"
+
+
+def auto_warnings(caught: list[warnings.WarningMessage]) -> list[warnings.WarningMessage]:
+    """The warnings ``keep="auto"`` gave among ``caught``."""
+    return [w for w in caught if "keep='auto'" in str(w.message)]
+
+
+def assert_said_once_at_this_line(caught: list[warnings.WarningMessage], reason: str) -> None:
+    """``reason`` said once, in one warning, at this file's line (the user's loop): the only ``keep="auto"`` warning."""
+    messages = auto_warnings(caught)
+    assert [str(w.message) for w in messages] == [f"sbdata keep='auto': {reason} ({LATEST})"]
+    assert [w.filename for w in messages] == [__file__]
+
+
 PER_SECOND = 48 / 28  # FE at B=16: a plain step costs train(16) = 48, a selection step score(16) + train(4) = 28
 pytestmark = pytest.mark.filterwarnings("ignore:sbdata keep='auto'")
 
@@ -242,7 +256,7 @@ def test_an_untold_run_trains_exactly_as_a_plain_loop_and_says_once_how_to_tell_
     assert all(torch.equal(a, b) for a, b in zip(auto_weights, plain_weights, strict=True))
     stats = made[0].stats
     assert stats.auto_trials == 0 and stats.sb_steps == 0 and stats.samples_scored == 0 and not stats.auto_on
-    messages = [w for w in caught if "keep='auto'" in str(w.message)]
+    messages = auto_warnings(caught)
     assert len(messages) == 1 and "\n" not in str(messages[0].message)
     assert "runs no trial" in str(messages[0].message) and "Auto(epochs=" in str(messages[0].message)
     assert messages[0].filename == __file__  # the user's line: the one to change
@@ -259,8 +273,7 @@ def test_a_schedule_with_a_window_says_once_that_auto_trials_inside_it():
         SBLoader(batches(64), Planted(), planted_loss, keep="auto", schedule=schedule)
         SBLoader(batches(64), Planted(), planted_loss, keep=settings(), schedule=Schedule(start=0.0, end=1.0,
                  interrupt=0, total_steps=640))  # fmt: skip
-    messages = [str(w.message) for w in caught if "keep='auto'" in str(w.message)]
-    assert messages == [
+    assert [str(w.message) for w in auto_warnings(caught)] == [
         f"sbdata keep='auto' under {schedule!r} trials and selects only on the batches the schedule selects on "
         "(inside its window, not on its interrupt batches); to let auto decide over the whole run, drop the Schedule "
         "and pass keep=Auto(epochs=N)"
@@ -334,9 +347,7 @@ def test_planted_loss_keeps_selection_off_and_says_why_once(selected, speedup):
     assert stats.auto_reason.startswith(f"{TRIAL_1}Decided: train on whole batches. Keeping 0.25 ")
     assert "Selection turns on only when it beats 1.05x by more than 1 standard error" in stats.auto_reason
     assert stats.auto_reason.endswith("Next trial in 2000 batches")
-    messages = [str(w.message) for w in caught if "keep='auto'" in str(w.message)]
-    assert messages == [f"sbdata keep='auto': {stats.auto_reason} ({LATEST})"]
-    assert [w.filename for w in caught if "keep='auto'" in str(w.message)] == [__file__]  # the user's loop line
+    assert_said_once_at_this_line(caught, stats.auto_reason)
 
 
 def test_a_share_that_keeps_fewer_than_min_kept_samples_is_not_trialled_and_says_why_once():
@@ -352,9 +363,7 @@ def test_a_share_that_keeps_fewer_than_min_kept_samples_is_not_trialled_and_says
         "Next check in 2000 batches"
     )
     assert [d[:2] for d in stats.auto_decisions] == [(2.0, 0.0)]  # at the warm-up's end
-    messages = [w for w in caught if "keep='auto'" in str(w.message)]
-    assert [str(w.message) for w in messages] == [f"sbdata keep='auto': {stats.auto_reason} ({LATEST})"]
-    assert [w.filename for w in messages] == [__file__]
+    assert_said_once_at_this_line(caught, stats.auto_reason)
     sb, sizes = run(plain=0.01, selected=0.01, min_kept=4)  # 4 is enough: the trial runs and selection pays
     assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_on
 
@@ -380,9 +389,7 @@ def test_a_selection_window_that_loses_ground_stops_the_trial_at_once():
         "below whole batches' last window, past the limit of stop_z=2, so the trial stopped there to bound its harm. "
         "Next trial in 2036 batches"
     )
-    messages = [w for w in caught if "keep='auto'" in str(w.message)]
-    assert [str(w.message) for w in messages] == [f"sbdata keep='auto': {stats.auto_reason} ({LATEST})"]
-    assert [w.filename for w in messages] == [__file__]
+    assert_said_once_at_this_line(caught, stats.auto_reason)
     # on a run of 300 the next trial would come after its end (20 + 2036 >= 300): no number past the end is named
     sb, _ = run(plain=0.01, selected=-0.01, run=300)
     assert sb.stats.auto_reason.endswith("bound its harm. No trial is left in this run (280 batches left)")
@@ -406,9 +413,7 @@ def test_a_trial_whose_selection_windows_would_take_too_much_of_the_run_left_is_
         "allow more. No check is left in this run (191 batches left)"
     )
     assert [d[:2] for d in stats.auto_decisions] == [(2.0, 0.0)]
-    assert [str(w.message) for w in caught if "keep='auto'" in str(w.message)] == [
-        f"sbdata keep='auto': {stats.auto_reason} ({LATEST})"
-    ]
+    assert [str(w.message) for w in auto_warnings(caught)] == [f"sbdata keep='auto': {stats.auto_reason} ({LATEST})"]
     sb, sizes = run(plain=0.01, selected=0.01, run=194)
     assert sizes[:DECISION] == trial_sizes() and sb.stats.auto_on
     sb, sizes = run(plain=0.01, selected=0.01, run=193, trial_share=0.13)  # 24 <= 0.13 * 191
